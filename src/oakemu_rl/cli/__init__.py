@@ -1,0 +1,1 @@
+"""The `oakemu-rl` command line."""

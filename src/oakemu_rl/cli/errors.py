@@ -1,0 +1,20 @@
+"""Errors a user can cause, reported as one clear line instead of a traceback."""
+
+from __future__ import annotations
+
+from ..emulator.errors import EmulatorError
+from ..games.errors import GameDefinitionError, StartProcedureError
+
+
+class UsageError(Exception):
+    """A bad command-line value."""
+
+
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    UsageError,
+    GameDefinitionError,
+    StartProcedureError,
+    EmulatorError,
+    FileNotFoundError,
+    NotImplementedError,
+)

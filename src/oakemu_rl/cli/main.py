@@ -1,0 +1,42 @@
+"""Entry point of the `oakemu-rl` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from . import games_cmd, inspect_cmd
+from .errors import USER_ERRORS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="oakemu-rl", description="Deep reinforcement learning on ZX Spectrum games."
+    )
+    parser.add_argument("--version", action="version", version=f"oakemu-rl {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in (games_cmd, inspect_cmd):
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args))
+    except USER_ERRORS as exc:
+        print(f"oakemu-rl {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"oakemu-rl {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

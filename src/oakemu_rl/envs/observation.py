@@ -1,0 +1,125 @@
+"""Observation pipeline: play-area crop, grayscale or colour, resize, frame stack; or RAM."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+from PIL import Image
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..emulator.machine import ZXSpectrum
+from ..emulator.screen import PALETTE
+from ..games.loader import GameDefinition
+
+# ITU-R 601 luma of the 16 Spectrum colours.
+GRAY_LUT = np.round(PALETTE @ np.array([0.299, 0.587, 0.114])).astype(np.uint8)
+
+
+class RamRange(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    address: int = Field(ge=0, le=0xFFFF)
+    length: int = Field(1, ge=1, le=0x10000)
+
+
+class ObservationConfig(BaseModel):
+    """What the agent sees.
+
+    - `screen`: the play area, grayscale or colour, resized to height x width,
+      the last `frame_stack` frames stacked on the channel axis (channels first).
+    - `attributes`: the colour-attribute bytes of the play area's 8x8 cells.
+    - `ram`: bytes of named data variables or explicit address ranges.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["screen", "attributes", "ram"] = "screen"
+    grayscale: bool = True
+    height: int = Field(84, ge=8, le=192)
+    width: int = Field(84, ge=8, le=256)
+    frame_stack: int = Field(4, ge=1, le=16)
+    ram: list[str | RamRange] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _ram_needs_ranges(self) -> ObservationConfig:
+        if self.type == "ram" and not self.ram:
+            raise ValueError("a 'ram' observation needs at least one entry in 'ram'")
+        return self
+
+
+class ObservationPipeline:
+    """Builds observations from a machine, keeping the frame stack."""
+
+    def __init__(self, config: ObservationConfig, game: GameDefinition) -> None:
+        self.config = config
+        area = game.spec.play_area
+        self._rows = slice(area.y, area.y + area.height)
+        self._cols = slice(area.x, area.x + area.width)
+        self._cell_rows = slice(area.y // 8, (area.y + area.height + 7) // 8)
+        self._cell_cols = slice(area.x // 8, (area.x + area.width + 7) // 8)
+        self._ram: list[tuple[int, int]] = []
+        for entry in config.ram:
+            if isinstance(entry, str):
+                if entry not in game.spec.data:
+                    raise ValueError(
+                        f"observation ram entry {entry!r} is not a data variable of "
+                        f"{game.path}; defined: {', '.join(game.spec.data)}"
+                    )
+                var = game.spec.data[entry]
+                self._ram.append((var.address, var.size))
+            else:
+                self._ram.append((entry.address, entry.length))
+        frame = self._frame_shape()
+        k = config.frame_stack
+        self._stack = np.zeros((k, *frame), dtype=np.uint8)
+        if config.type == "screen" and not config.grayscale:
+            shape: tuple[int, ...] = (k * 3, config.height, config.width)
+        elif config.type == "ram":
+            shape = (k * frame[0],)
+        else:
+            shape = (k * frame[0], *frame[1:]) if len(frame) == 3 else (k, *frame)
+        self.space = spaces.Box(0, 255, shape=shape, dtype=np.uint8)
+
+    def _frame_shape(self) -> tuple[int, ...]:
+        c = self.config
+        if c.type == "screen":
+            return (c.height, c.width) if c.grayscale else (3, c.height, c.width)
+        if c.type == "attributes":
+            rows = self._cell_rows.stop - self._cell_rows.start
+            cols = self._cell_cols.stop - self._cell_cols.start
+            return (rows, cols)
+        return (sum(size for _, size in self._ram),)
+
+    def frame(self, machine: ZXSpectrum) -> npt.NDArray[np.uint8]:
+        """The current single frame (before stacking)."""
+        c = self.config
+        if c.type == "attributes":
+            return machine.attributes()[self._cell_rows, self._cell_cols]
+        if c.type == "ram":
+            data = b"".join(machine.read(a, n) for a, n in self._ram)
+            return np.frombuffer(data, dtype=np.uint8)
+        indices = machine.screen()[self._rows, self._cols]
+        size = (c.width, c.height)
+        if c.grayscale:
+            gray = Image.fromarray(GRAY_LUT[indices])
+            if gray.size != size:
+                gray = gray.resize(size, Image.Resampling.BOX)
+            return np.asarray(gray, dtype=np.uint8)
+        rgb = Image.fromarray(PALETTE[indices])
+        if rgb.size != size:
+            rgb = rgb.resize(size, Image.Resampling.BOX)
+        return np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1))
+
+    def reset(self, machine: ZXSpectrum) -> npt.NDArray[np.uint8]:
+        self._stack[:] = self.frame(machine)
+        return self._stacked()
+
+    def push(self, machine: ZXSpectrum) -> npt.NDArray[np.uint8]:
+        self._stack[:-1] = self._stack[1:]
+        self._stack[-1] = self.frame(machine)
+        return self._stacked()
+
+    def _stacked(self) -> npt.NDArray[np.uint8]:
+        return self._stack.reshape(self.space.shape).copy()

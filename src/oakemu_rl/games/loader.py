@@ -1,0 +1,183 @@
+"""Load and validate game definitions before any emulator starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ..emulator.errors import SnapshotError
+from ..emulator.snapshots import Snapshot, load_snapshot
+from .errors import GameDefinitionError
+from .schema import GameSpec, PressStep, RandomizeStep, RunUntilStep, clean_message
+
+BUNDLED_DIR = Path(__file__).parent / "bundled"
+
+
+@dataclass(frozen=True)
+class GameDefinition:
+    """A validated game: the parsed YAML plus where it and its snapshot live."""
+
+    spec: GameSpec
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def key(self) -> str:
+        """A short identifier: the YAML file's stem."""
+        return self.path.stem
+
+    @property
+    def snapshot_path(self) -> Path:
+        return (self.path.parent / self.spec.snapshot).resolve()
+
+    @cached_property
+    def snapshot(self) -> Snapshot:
+        return load_snapshot(self.snapshot_path)
+
+    @property
+    def num_actions(self) -> int:
+        return len(self.spec.actions)
+
+
+def bundled_games() -> dict[str, Path]:
+    """The games shipped with OakEmu-RL, by key."""
+    return {p.stem: p for p in sorted(BUNDLED_DIR.glob("*/*.yaml"))}
+
+
+def resolve_game_path(game: str | Path) -> Path:
+    """A bundled game's key, or a path to a YAML file."""
+    bundled = bundled_games()
+    if isinstance(game, str) and game in bundled:
+        return bundled[game]
+    path = Path(game)
+    if path.suffix.lower() in (".yaml", ".yml") or path.exists():
+        return path
+    raise GameDefinitionError(
+        game,
+        "",
+        f"no bundled game of that name and no such YAML file; bundled games: "
+        f"{', '.join(bundled) or 'none'}",
+    )
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif not item.startswith(("function-", "list[", "dict[", "tagged-union", "union[")):
+            parts.append(("." if parts else "") + item)
+    return "".join(parts)
+
+
+def _describe(error: Any) -> str:
+    message = clean_message(str(error["msg"]))
+    if error["type"] == "missing":
+        return "is required but missing"
+    if error["type"] == "extra_forbidden":
+        return "unknown key"
+    given = error.get("input")
+    if error["type"] not in ("value_error",) and given is not None and not isinstance(given, dict):
+        return f"{message}; got {given!r}"
+    return message
+
+
+def parse_game(data: Any, path: Path) -> GameSpec:
+    """Validate already-loaded YAML data, raising GameDefinitionError."""
+    if not isinstance(data, dict):
+        raise GameDefinitionError(path, "", "expected a mapping of fields at the top level")
+    try:
+        spec = GameSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise GameDefinitionError(path, _location(first["loc"]), _describe(first)) from None
+    _check_references(spec, path)
+    return spec
+
+
+def _check_references(spec: GameSpec, path: Path) -> None:
+    data, routines = spec.data, spec.routines
+
+    def need_variable(name: str, field: str) -> None:
+        if name not in data:
+            raise GameDefinitionError(
+                path, field, f"variable {name!r} is not defined in data; defined: "
+                f"{', '.join(data) or 'none'}"
+            )  # fmt: skip
+
+    def need_routine(name: str, field: str) -> None:
+        if name not in routines:
+            raise GameDefinitionError(
+                path, field, f"routine {name!r} is not defined in routines; defined: "
+                f"{', '.join(routines) or 'none'}"
+            )  # fmt: skip
+
+    for n, step in enumerate(spec.start):
+        if isinstance(step, RandomizeStep):
+            for name in step.randomize:
+                need_variable(name, f"start[{n}].randomize")
+        elif isinstance(step, RunUntilStep):
+            need_routine(step.run_until, f"start[{n}].run_until")
+        elif isinstance(step, PressStep) and not step.press:
+            raise GameDefinitionError(path, f"start[{n}].press", "needs at least one key")
+    for name in spec.reward.variables:
+        need_variable(name, f"reward.variables.{name}")
+    for name in spec.reward.events:
+        need_routine(name, f"reward.events.{name}")
+    for kind in ("win", "loss"):
+        for n, cond in enumerate(getattr(spec.episode, kind)):
+            if cond.variable is not None:
+                need_variable(cond.variable, f"episode.{kind}[{n}].variable")
+            if cond.event is not None:
+                need_routine(cond.event, f"episode.{kind}[{n}].event")
+    seen: dict[frozenset[str], int] = {}
+    for n, keys in enumerate(spec.actions):
+        combo = frozenset(keys)
+        if combo in seen:
+            raise GameDefinitionError(
+                path, f"actions[{n}]", f"repeats action {seen[combo]} ({sorted(combo)})"
+            )
+        seen[combo] = n
+
+
+def load_game(game: str | Path) -> GameDefinition:
+    """Load a game by bundled key or YAML path; validate it and its snapshot.
+
+    Every problem is a GameDefinitionError naming the file, the field and what
+    was expected, raised before any emulator starts.
+    """
+    path = resolve_game_path(game).resolve()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise GameDefinitionError(path, "", "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GameDefinitionError(path, "", f"cannot be read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise GameDefinitionError(path, where, f"invalid YAML: {problem}") from None
+    spec = parse_game(data, path)
+    definition = GameDefinition(spec, path)
+    try:
+        snapshot = definition.snapshot
+    except SnapshotError as exc:
+        raise GameDefinitionError(path, "snapshot", exc.problem + f" ({exc.path})") from None
+    if snapshot.model != spec.machine:
+        raise GameDefinitionError(
+            path,
+            "snapshot",
+            f"{spec.snapshot} is a {snapshot.model} snapshot but machine is {spec.machine}",
+        )
+    return definition
