@@ -2,6 +2,7 @@
 PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed
+TORCH_SPEC ?= torch==2.13.0
 
 .PHONY: train test lint venv clean games
 
@@ -9,6 +10,8 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	@# The CPU build of torch first: a bare `torch` requirement would pull a multi-GB CUDA build.
+	$(VENV)/bin/python -m pip install --quiet '$(TORCH_SPEC)'
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
