@@ -37,8 +37,8 @@ _RAM_PAGE_SLOTS = {5: 1, 2: 2, 0: 3, 1: 5, 3: 6, 4: 7, 6: 8, 7: 9}
 _TICKS_PER_FRAME = {"48k": 69888, "128k": 70908}
 
 _STATE_MAGIC = b"OAKS"
-_STATE_HEADER = struct.Struct("<4sBBBxQ")  # magic, version, model, port_7ffd, frame_count
-_STATE_VERSION = 1
+_STATE_HEADER = struct.Struct("<4sBBBBQ")  # magic, version, model, 7FFD, halted, frames
+_STATE_VERSION = 2
 _MODEL_CODES: dict[str, int] = {"48k": 0, "128k": 1}
 
 
@@ -124,6 +124,48 @@ class ZXSpectrum:
         self._view[:] = saved
         self._port_7ffd = value
 
+    # -- the CPU's HALT flag ------------------------------------------------------
+    #
+    # The core keeps "halted" outside its state bytes, so a state saved during a
+    # HALT would otherwise resume running, and one loaded into a halted core would
+    # never wake. We probe and set the flag by executing one instruction from a
+    # scratch copy of the state, then put the real state back.
+
+    def _execute_one(self, opcode: int) -> int:
+        """Run one instruction `opcode` placed at PC (or at 0x8000 when PC is in ROM).
+
+        Returns the address it was placed at.
+        """
+        state = self._state
+        pc = state.pc if state.pc >= 0x4000 else 0x8000
+        state.pc = pc
+        self._image[self._slot_offset(pc)] = opcode
+        state.suppress_interrupts = True
+        state.ticks_since_int = 1000
+        state.fetches_limit = 1
+        state.set_events(0)
+        self._core._run()
+        return pc
+
+    def _is_halted(self) -> bool:
+        saved = bytes(self._view)
+        probe = self._execute_one(0x00)  # NOP: moves PC on unless the CPU is halted
+        halted = self._state.pc == probe
+        self._view[:] = saved
+        return halted
+
+    def _set_halted(self, halted: bool) -> None:
+        saved = bytes(self._view)
+        state = self._state
+        if halted:
+            self._execute_one(0x76)  # HALT
+        else:
+            # Accepting an interrupt is the only way out of HALT the core offers.
+            state.iff1, state.int_mode, state.sp = 1, 1, 0xFFFE
+            state.suppress_interrupts = False
+            self._core.on_handle_active_int()
+        self._view[:] = saved
+
     # -- snapshots and state ----------------------------------------------------
 
     def load_snapshot(self, snapshot: Snapshot | str | Path) -> None:
@@ -137,6 +179,7 @@ class ZXSpectrum:
                 path or "<snapshot>",
                 f"is a {snapshot.model} snapshot, but the machine is a {self.model}",
             )
+        self._set_halted(False)
         for page, block in snapshot.ram_pages.items():
             slot = _RAM_PAGE_SLOTS[page] * PAGE_SIZE
             self._image[slot : slot + PAGE_SIZE] = np.frombuffer(block, dtype=np.uint8)
@@ -179,7 +222,7 @@ class ZXSpectrum:
         """The complete machine state as bytes (CPU, memory, latches, frame counter)."""
         header = _STATE_HEADER.pack(
             _STATE_MAGIC, _STATE_VERSION, _MODEL_CODES[self.model], self._port_7ffd,
-            self.frame_count,
+            self._is_halted(), self.frame_count,
         )  # fmt: skip
         return header + bytes(self._view)
 
@@ -191,7 +234,7 @@ class ZXSpectrum:
                 f"not a machine state: {len(state)} bytes, expected {size} starting with "
                 f"{_STATE_MAGIC!r}"
             )
-        _, version, model, port_7ffd, frame_count = _STATE_HEADER.unpack_from(state)
+        _, version, model, port_7ffd, halted, frame_count = _STATE_HEADER.unpack_from(state)
         if version != _STATE_VERSION or model != _MODEL_CODES[self.model]:
             raise EmulatorError(
                 f"machine state is version {version} for model code {model}; this machine "
@@ -199,6 +242,7 @@ class ZXSpectrum:
             )
         if self.model == "128k":
             self._apply_paging(port_7ffd)
+        self._set_halted(bool(halted))
         self._view[:] = state[_STATE_HEADER.size :]
         self.frame_count = frame_count
 
