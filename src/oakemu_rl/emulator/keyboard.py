@@ -76,19 +76,27 @@ class InputState:
 
     def __init__(self) -> None:
         self._held: frozenset[str] = frozenset()
-        self._row_masks = [0] * 8
         self._ula_table = [0xBF] * 256
         self._kempston = 0
+        # Port tables by key set: an action set is small, so each is built once.
+        self._tables: dict[frozenset[str], tuple[frozenset[str], list[int], int]] = {}
 
     @property
     def held(self) -> frozenset[str]:
         return self._held
 
     def set_held(self, keys: Iterable[str]) -> None:
-        held = frozenset(canonical_key(k) for k in keys)
+        held = keys if isinstance(keys, frozenset) else frozenset(keys)
         if held == self._held:
             return
-        self._held = held
+        tables = self._tables.get(held)
+        if tables is None:
+            canonical = frozenset(canonical_key(k) for k in held)
+            tables = self._tables[held] = self._build_tables(canonical)
+        self._held, self._ula_table, self._kempston = tables
+
+    @staticmethod
+    def _build_tables(held: frozenset[str]) -> tuple[frozenset[str], list[int], int]:
         rows = [0] * 8
         kempston = 0
         for key in held:
@@ -97,8 +105,6 @@ class InputState:
             else:
                 row, bit = KEYBOARD_KEYS[key]
                 rows[row] |= 1 << bit
-        self._row_masks = rows
-        self._kempston = kempston
         table = []
         for high in range(256):
             pressed = 0
@@ -106,7 +112,7 @@ class InputState:
                 if not high & (1 << row):
                     pressed |= rows[row]
             table.append(0xBF & ~pressed)
-        self._ula_table = table
+        return held, table, kempston
 
     def read_port(self, address: int) -> int:
         if not address & 1:

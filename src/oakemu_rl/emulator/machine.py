@@ -22,7 +22,7 @@ from zx._spectrumbase import _SpectrumBase
 
 from .errors import EmulatorError, SnapshotError, UnsupportedMachineError
 from .keyboard import InputState
-from .screen import decode_attributes, decode_screen
+from .screen import decode_attributes, decode_screen, render_screen
 from .snapshots import PAGE_SIZE, MachineModel, Registers, Snapshot, load_snapshot
 
 _END_OF_FRAME = 1 << 1
@@ -336,18 +336,30 @@ class ZXSpectrum:
             if address + n >= 0x4000:
                 self._image[self._slot_offset(address + n)] = value
 
-    def _display(self) -> npt.NDArray[np.uint8]:
+    def display_memory(self) -> npt.NDArray[np.uint8]:
+        """The 6912 bytes of the screen being shown (a live view, not a copy)."""
         page = 7 if self.model == "128k" and self._port_7ffd & 0x08 else 5
         start = _RAM_PAGE_SLOTS[page] * PAGE_SIZE
         return self._image[start : start + 6912]
 
+    @property
+    def flash_phase(self) -> bool:
+        """Whether FLASH cells show swapped ink and paper now (it flips every 16 frames)."""
+        return bool((self.frame_count // 16) & 1)
+
     def screen(self) -> npt.NDArray[np.uint8]:
         """The 192x256 screen as colour indices 0-15 (bright colours 8-15), FLASH applied."""
-        return decode_screen(self._display(), flash_phase=bool((self.frame_count // 16) & 1))
+        return decode_screen(self.display_memory(), self.flash_phase)
+
+    def render(
+        self, lut: npt.NDArray[np.uint8], rows: slice = slice(0, 192)
+    ) -> npt.NDArray[np.uint8]:
+        """Screen rows through a colour look-up table (e.g. grayscale or RGB), FLASH applied."""
+        return render_screen(self.display_memory(), self.flash_phase, lut, rows)
 
     def attributes(self) -> npt.NDArray[np.uint8]:
         """The 24x32 attribute bytes of the screen."""
-        return decode_attributes(self._display())
+        return decode_attributes(self.display_memory())
 
     @property
     def registers(self) -> Registers:

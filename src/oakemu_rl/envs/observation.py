@@ -7,12 +7,12 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
-from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..emulator.machine import ZXSpectrum
 from ..emulator.screen import PALETTE
 from ..games.loader import GameDefinition
+from .resample import AreaResampler, native_kernel
 
 # ITU-R 601 luma of the 16 Spectrum colours.
 GRAY_LUT = np.round(PALETTE @ np.array([0.299, 0.587, 0.114])).astype(np.uint8)
@@ -71,6 +71,19 @@ class ObservationPipeline:
                 self._ram.append((var.address, var.size))
             else:
                 self._ram.append((entry.address, entry.length))
+        if config.type == "screen" and (config.height > area.height or config.width > area.width):
+            raise ValueError(
+                f"observation {config.height}x{config.width} is larger than the play area "
+                f"{area.height}x{area.width} of {game.path}; observations only downscale"
+            )
+        self._area = (area.x, area.y, area.width, area.height)
+        self._kernel = native_kernel()
+        self._resampler = (
+            AreaResampler(area.height, area.width, config.height, config.width)
+            if config.type == "screen"
+            else None
+        )
+        self._lut = GRAY_LUT if config.grayscale else PALETTE
         frame = self._frame_shape()
         k = config.frame_stack
         self._stack = np.zeros((k, *frame), dtype=np.uint8)
@@ -100,17 +113,18 @@ class ObservationPipeline:
         if c.type == "ram":
             data = b"".join(machine.read(a, n) for a, n in self._ram)
             return np.frombuffer(data, dtype=np.uint8)
-        indices = machine.screen()[self._rows, self._cols]
-        size = (c.width, c.height)
-        if c.grayscale:
-            gray = Image.fromarray(GRAY_LUT[indices])
-            if gray.size != size:
-                gray = gray.resize(size, Image.Resampling.BOX)
-            return np.asarray(gray, dtype=np.uint8)
-        rgb = Image.fromarray(PALETTE[indices])
-        if rgb.size != size:
-            rgb = rgb.resize(size, Image.Resampling.BOX)
-        return np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1))
+        channels = 1 if c.grayscale else 3
+        if self._kernel is not None:
+            frame = np.empty((c.height, c.width, channels), dtype=np.uint8)
+            self._kernel.render_area(
+                machine.display_memory(), machine.flash_phase, channels, self._lut,
+                *self._area, frame, c.height, c.width,
+            )  # fmt: skip
+        else:
+            assert self._resampler is not None
+            pixels = machine.render(self._lut, self._rows)[:, self._cols]
+            frame = self._resampler(pixels).reshape(c.height, c.width, channels)
+        return frame[..., 0] if c.grayscale else np.ascontiguousarray(frame.transpose(2, 0, 1))
 
     def reset(self, machine: ZXSpectrum) -> npt.NDArray[np.uint8]:
         self._stack[:] = self.frame(machine)

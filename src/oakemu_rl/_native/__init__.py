@@ -1,0 +1,1 @@
+"""Optional C kernels. Import failures fall back to the numpy implementations."""
