@@ -6,6 +6,7 @@ Importing this package registers `oakemu/<game>` ids with Gymnasium, so
 
 from .factory import make_env
 from .gym_backend import GymBackendEnv, is_gym_id
+from .multi_env import MultiEnvError, OakEmuMultiEnv, StepResult
 from .oakemu_env import OakEmuEnv
 from .observation import ObservationConfig, ObservationPipeline
 from .registration import register_envs
@@ -14,9 +15,12 @@ register_envs()
 
 __all__ = [
     "GymBackendEnv",
+    "MultiEnvError",
     "OakEmuEnv",
+    "OakEmuMultiEnv",
     "ObservationConfig",
     "ObservationPipeline",
+    "StepResult",
     "is_gym_id",
     "make_env",
     "register_envs",
