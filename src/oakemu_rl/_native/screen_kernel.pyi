@@ -1,15 +1,16 @@
-from collections.abc import Buffer
+import numpy as np
+import numpy.typing as npt
 
 def render_area(
-    display: Buffer,
+    display: npt.NDArray[np.uint8],
     flash: bool,
     channels: int,
-    lut: Buffer,
+    lut: npt.NDArray[np.uint8],
     x: int,
     y: int,
     w: int,
     h: int,
-    out: Buffer,
+    out: npt.NDArray[np.uint8],
     out_h: int,
     out_w: int,
 ) -> None: ...

@@ -41,7 +41,7 @@ def _cell_colours(
     if flash_phase:
         flashing = (attrs & 0x80).astype(bool)
         ink, paper = np.where(flashing, paper, ink), np.where(flashing, ink, paper)
-    return ink, paper
+    return ink.astype(np.uint8, copy=False), paper.astype(np.uint8, copy=False)
 
 
 def render_screen(
