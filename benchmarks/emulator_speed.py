@@ -11,6 +11,10 @@ Three ways of running the same game with random actions, in one process:
 - OakEmuEnv: a full agent step (keys, frame_skip frames, variables, reward,
   episode conditions, the 84x84x4 observation), counted as frames.
 
+The raw core and the env replay the same recorded random-agent episodes (same
+start states, same actions), so they emulate exactly the same frames and the
+difference between them is the env's own work.
+
 It prints frames/s for each and the env's overhead over the raw core.
 """
 
@@ -42,43 +46,69 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=6.0, help="per contender, in all")
     parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds (noise control)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--record-steps", type=int, default=3000, help="random-agent steps replayed"
+    )
     args = parser.parse_args()
 
     game = load_game(args.game)
     frame_skip = game.spec.frame_skip
     rng = np.random.default_rng(args.seed)
 
-    # The raw core, playing from the same started game the env plays from.
-    session = GameSession(game)
-    session.reset(args.seed)
-    start_state = session.save_state()
-    machine: ZXSpectrum = session.machine
-    actions = [frozenset(keys) for keys in game.spec.actions]
-
-    def raw_chunk() -> int:
-        machine.set_keys(actions[int(rng.integers(len(actions)))])
-        machine.run_frames(frame_skip)
-        if machine.frame_count > 3000:
-            machine.load_state(start_state)
-        return frame_skip
-
+    # Record episodes of a random agent (start state and actions), so that the raw
+    # core and the env then emulate exactly the same frames.
     env = OakEmuEnv(game, seed=args.seed)
-    env.reset()
+    episodes: list[tuple[bytes, list[int]]] = []
+    steps = 0
+    while steps < args.record_steps:
+        env.reset()
+        start, actions = env.save_state(), []
+        done = False
+        while not done:
+            action = int(rng.integers(env.num_actions))
+            _, _, terminated, truncated, _ = env.step(action)
+            actions.append(action)
+            done = terminated or truncated
+        episodes.append((start, actions))
+        steps += len(actions)
 
-    def env_chunk() -> int:
-        _, _, terminated, truncated, _ = env.step(int(rng.integers(env.num_actions)))
-        if terminated or truncated:
-            env.reset()
-        return frame_skip
+    session = GameSession(game)
+    machine: ZXSpectrum = session.machine
+    key_sets = [frozenset(keys) for keys in game.spec.actions]
+
+    def replay(play_episode: Callable[[bytes, list[int]], None]) -> Callable[[], int]:
+        position = 0
+
+        def chunk() -> int:
+            nonlocal position
+            start, actions = episodes[position % len(episodes)]
+            position += 1
+            play_episode(start, actions)
+            return len(actions) * frame_skip
+
+        return chunk
+
+    def raw_episode(start: bytes, actions: list[int]) -> None:
+        machine.load_state(start)
+        for action in actions:
+            machine.set_keys(key_sets[action])
+            machine.run_frames(frame_skip)
+
+    def env_episode(start: bytes, actions: list[int]) -> None:
+        env.reset(state=start)
+        for action in actions:
+            env.step(action)
+
+    raw_chunk, env_chunk = replay(raw_episode), replay(env_episode)
 
     import zx  # the package's own machine, for reference
 
     spectrum = zx.Spectrum(headless=True)
-    _install_core_state(spectrum, start_state)
+    _install_core_state(spectrum, episodes[0][0])
 
     def zx_chunk() -> int:
-        spectrum.run(duration=frame_skip / 50, fast_forward=True)
-        return frame_skip
+        spectrum.run(duration=100 * frame_skip / 50, fast_forward=True)
+        return 100 * frame_skip
 
     contenders = {"zx.Spectrum": zx_chunk, "raw core": raw_chunk, "OakEmuEnv": env_chunk}
     for chunk in contenders.values():
