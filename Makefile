@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 train: $(STAMP)
-	$(VENV)/bin/oakemu-rl inspect catch --out inspect_out
+	$(VENV)/bin/oakemu-rl train
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q

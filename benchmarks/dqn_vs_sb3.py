@@ -1,0 +1,301 @@
+"""OakEmu-RL's DQN against Stable-Baselines3's DQN on the easy bundled game.
+
+Both get the same network (the small CNN torso and one hidden layer of 256, no dueling
+head) and OakEmu-RL's default settings: the observation (32x32 grayscale, 2 frames),
+replay ratio (one update of 64 transitions per 4 env steps), n-step return, target
+period, exploration schedule, learning rate; and the same step budget. Ours runs its
+default actor: 8 envs stepped asynchronously in worker processes, a learner thread and a
+replay-writer thread; SB3 runs its default single-env DQN through the Gymnasium
+registration of the game (with torch's default thread count).
+After training, each agent plays the same greedy evaluation episodes.
+
+    .venv/bin/python benchmarks/dqn_vs_sb3.py            # both, 30k steps each
+    .venv/bin/python benchmarks/dqn_vs_sb3.py --steps 10000 --skip-sb3
+
+SB3 is optional (`pip install -e '.[bench]'`); without it only ours runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from oakemu_rl.dqn.config import DQNExperimentConfiguration
+from oakemu_rl.dqn.model import _small_cnn
+from oakemu_rl.envs import OakEmuEnv, ObservationConfig
+from oakemu_rl.experiments import DQNExperiment, find_checkpoint
+from oakemu_rl.experiments.dqn_experiment import build_model
+
+DEFAULTS = DQNExperimentConfiguration()
+OBSERVATION = DEFAULTS.env.observation.model_dump()
+EVAL_SEED = 777_000
+
+
+def shared_settings(steps: int) -> dict[str, Any]:
+    """The settings both agents get: OakEmu-RL's defaults."""
+    learner, replay, exploration = DEFAULTS.learner, DEFAULTS.replay, DEFAULTS.exploration
+    return {
+        "learning_rate": learner.learning_rate,
+        "adam_eps": learner.adam_eps,
+        "gamma": learner.gamma,
+        "batch_size": learner.batch_size,
+        "learning_starts": learner.learning_starts,
+        "replay_ratio": learner.replay_ratio,
+        "target_period_updates": learner.target.period,
+        "n_step": replay.n_step,
+        "capacity": replay.capacity,
+        "epsilon_start": exploration.epsilon_start,
+        "epsilon_end": exploration.epsilon_end,
+        "epsilon_decay_steps": min(exploration.decay_steps, steps),
+        "max_grad_norm": learner.max_grad_norm,
+        "head_hidden": DEFAULTS.model.head_hidden,
+    }
+
+
+# -- ours ------------------------------------------------------------------------------------
+
+
+def run_ours(
+    game: str, steps: int, seed: int, run_dir: Path, shared: dict[str, Any]
+) -> dict[str, Any]:
+    config = DQNExperimentConfiguration.from_dict(
+        {
+            "game": game,
+            "total_steps": steps,
+            "seed": seed,
+            "env": {"observation": OBSERVATION},
+            "model": {"torso": "small_cnn", "head_hidden": shared["head_hidden"], "dueling": False},
+            "exploration": {
+                "type": "linear",
+                "epsilon_start": shared["epsilon_start"],
+                "epsilon_end": shared["epsilon_end"],
+                "decay_steps": shared["epsilon_decay_steps"],
+            },
+            "learner": {
+                "learning_rate": shared["learning_rate"],
+                "adam_eps": shared["adam_eps"],
+                "gamma": shared["gamma"],
+                "batch_size": shared["batch_size"],
+                "learning_starts": shared["learning_starts"],
+                "replay_ratio": shared["replay_ratio"],
+                "double_dqn": False,  # SB3's DQN has no double-DQN targets
+                "max_grad_norm": shared["max_grad_norm"],
+                "target": {"type": "hard", "period": shared["target_period_updates"]},
+            },
+            "replay": {"capacity": shared["capacity"], "n_step": shared["n_step"]},
+            "tester": {"enabled": False},
+            "checkpoint": {"every_steps": 10**9},
+            "logging": {"console": False, "tensorboard": False},
+        }
+    )
+    experiment = DQNExperiment(config, run_dir, console=False, print_fn=lambda _: None)
+    summary = experiment.run()
+    checkpoint = find_checkpoint(run_dir)
+    env = OakEmuEnv(game, ObservationConfig(**OBSERVATION))
+    model = build_model(config, env.observation_space.shape, env.num_actions)
+    model.load_state_dict(checkpoint.load_torch("model.pt")["learner"])
+    model.eval()
+    env.close()
+
+    def act(obs: np.ndarray) -> int:
+        with torch.inference_mode():
+            return int(model(torch.from_numpy(obs[None])).argmax(1).item())
+
+    return {
+        "train_s": summary["session_s"],
+        "steps": summary["steps"],
+        "updates": summary["updates"],
+        "act": act,
+    }
+
+
+# -- SB3 ----------------------------------------------------------------------------------------
+
+
+def run_sb3(
+    game: str, steps: int, seed: int, shared: dict[str, Any], n_envs: int
+) -> dict[str, Any]:
+    import gymnasium as gym
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+
+    import oakemu_rl.envs  # noqa: F401  (registers the oakemu/<game> Gymnasium ids)
+
+    class SmallCNN(BaseFeaturesExtractor):  # type: ignore[misc]
+        """The same torso as OakEmu-RL's small_cnn."""
+
+        def __init__(self, observation_space: gym.spaces.Box) -> None:
+            torso = _small_cnn(observation_space.shape[0])
+            with torch.no_grad():
+                features = int(torso(torch.zeros(1, *observation_space.shape)).shape[1])
+            super().__init__(observation_space, features)
+            self.torso = torso
+
+        def forward(self, observations: torch.Tensor) -> torch.Tensor:
+            return self.torso(observations)  # type: ignore[no-any-return]
+
+    env_id = f"oakemu_rl.envs:oakemu/{game}"
+    vec_env = make_vec_env(
+        env_id, n_envs=n_envs, seed=seed, env_kwargs={"observation_config": OBSERVATION}
+    )
+    ratio = shared["replay_ratio"]
+    train_freq = max(1, round(1 / (ratio * n_envs)))
+    model = DQN(
+        "CnnPolicy",
+        vec_env,
+        learning_rate=shared["learning_rate"],
+        buffer_size=shared["capacity"],
+        learning_starts=shared["learning_starts"],
+        batch_size=shared["batch_size"],
+        gamma=shared["gamma"],
+        train_freq=train_freq,
+        gradient_steps=max(1, round(ratio * n_envs * train_freq)),
+        n_steps=shared["n_step"],
+        target_update_interval=int(shared["target_period_updates"] / ratio),
+        exploration_fraction=shared["epsilon_decay_steps"] / steps,
+        exploration_initial_eps=shared["epsilon_start"],
+        exploration_final_eps=shared["epsilon_end"],
+        max_grad_norm=shared["max_grad_norm"],
+        policy_kwargs={
+            "features_extractor_class": SmallCNN,
+            "net_arch": [shared["head_hidden"]],
+            "optimizer_kwargs": {"eps": shared["adam_eps"]},
+        },
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+    start = time.monotonic()
+    model.learn(total_timesteps=steps)
+    train_s = time.monotonic() - start
+    vec_env.close()
+
+    def act(obs: np.ndarray) -> int:
+        action, _ = model.predict(obs, deterministic=True)
+        return int(action)
+
+    return {"train_s": train_s, "steps": steps, "updates": model._n_updates, "act": act}
+
+
+# -- evaluation ---------------------------------------------------------------------------
+
+
+def evaluate(game: str, act: Callable[[np.ndarray], int], episodes: int) -> dict[str, float]:
+    """The same greedy episodes for both agents (same env seeds)."""
+    env = OakEmuEnv(game, ObservationConfig(**OBSERVATION))
+    returns, scores, wins = [], [], 0
+    for episode in range(episodes):
+        obs, info = env.reset(seed=EVAL_SEED + episode)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, info = env.step(act(obs))
+            total += reward
+            done = terminated or truncated
+        returns.append(total)
+        scores.append(float(info["score"]))
+        wins += info["outcome"] == "win"
+    env.close()
+    return {
+        "mean_return": float(np.mean(returns)),
+        "mean_score": float(np.mean(scores)),
+        "win_rate": wins / episodes,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--game", default="catch", help="bundled game (default: catch)")
+    parser.add_argument("--steps", type=int, default=30_000, help="env steps for each agent")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--sb3-envs", type=int, default=1, help="SB3 envs (DummyVecEnv)")
+    parser.add_argument(
+        "--sb3-threads", type=int, default=0, help="torch threads for SB3 (0: torch's default)"
+    )
+    parser.add_argument(
+        "--replay-ratio", type=float, help="updates per env step for both (default: ours, 0.25)"
+    )
+    parser.add_argument("--batch-size", type=int, help="batch size for both (default: ours, 64)")
+    parser.add_argument("--skip-sb3", action="store_true", help="run only ours")
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    shared = shared_settings(args.steps)
+    if args.replay_ratio is not None:
+        shared["replay_ratio"] = args.replay_ratio
+    if args.batch_size is not None:
+        shared["batch_size"] = args.batch_size
+    print("shared settings: " + ", ".join(f"{k}={v}" for k, v in shared.items()), flush=True)
+    default_threads = torch.get_num_threads()
+    results: dict[str, dict[str, Any]] = {}
+
+    run_dir = Path(tempfile.mkdtemp(prefix="dqn_vs_sb3-"))
+    try:
+        print(f"ours: {args.steps:,} steps on {args.game} ...", flush=True)
+        ours = run_ours(args.game, args.steps, args.seed, run_dir / "ours", shared)
+        results["ours"] = {k: v for k, v in ours.items() if k != "act"}
+        results["ours"].update(evaluate(args.game, ours["act"], args.eval_episodes))
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+    if args.skip_sb3:
+        print("SB3: skipped (--skip-sb3)")
+    elif importlib.util.find_spec("stable_baselines3") is None:
+        print("SB3: skipped (stable-baselines3 is not installed: pip install -e '.[bench]')")
+    else:
+        print(f"SB3:  {args.steps:,} steps on {args.game} ...", flush=True)
+        torch.set_num_threads(args.sb3_threads or default_threads)
+        sb3 = run_sb3(args.game, args.steps, args.seed, shared, args.sb3_envs)
+        results["sb3"] = {k: v for k, v in sb3.items() if k != "act"}
+        results["sb3"].update(evaluate(args.game, sb3["act"], args.eval_episodes))
+
+    for result in results.values():
+        result["env_steps_per_s"] = result["steps"] / result["train_s"]
+    rows = [
+        ("env steps/s", "env_steps_per_s", "{:,.0f}"),
+        ("training time (s)", "train_s", "{:,.1f}"),
+        ("learner updates", "updates", "{:,.0f}"),
+        (f"greedy mean return ({args.eval_episodes} ep)", "mean_return", "{:.2f}"),
+        ("greedy mean score", "mean_score", "{:.2f}"),
+        ("greedy win rate", "win_rate", "{:.0%}"),
+    ]
+    names = list(results)
+    print()
+    print(
+        f"{'':32}"
+        + "".join(f"{n:>14}" for n in names)
+        + ("      ours/sb3" if len(names) == 2 else "")
+    )
+    for label, key, fmt in rows:
+        line = f"{label:32}" + "".join(f"{fmt.format(results[n][key]):>14}" for n in names)
+        if len(names) == 2:
+            a, b = results["ours"][key], results["sb3"][key]
+            line += (
+                f"{(a / b if b else math.inf):>13.2f}x"
+                if key in ("env_steps_per_s", "train_s")
+                else ""
+            )
+        print(line)
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {"args": vars(args) | {"json": str(args.json)}, "results": results}, indent=2
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

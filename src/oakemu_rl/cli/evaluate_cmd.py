@@ -1,0 +1,77 @@
+"""`oakemu-rl evaluate RUN_DIR|CHECKPOINT`: greedy episodes with a trained agent."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from .errors import UsageError
+from .train_cmd import _non_negative_int, _positive_int
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "evaluate",
+        help="play greedy episodes with a trained agent: mean return, mean score, win rate",
+    )
+    parser.add_argument("target", type=Path, metavar="RUN_DIR|CHECKPOINT")
+    parser.add_argument("--episodes", type=_positive_int, default=10, help="episodes (default 10)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--best", action="store_true", help="the best checkpoint of a run instead of the newest"
+    )
+    parser.add_argument("--seed", type=_non_negative_int, help="env seed")
+    parser.add_argument("--epsilon", type=float, help="random-action rate (default: the config's)")
+    parser.set_defaults(handler=run)
+
+
+def _clean(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..dqn.config import ConfigError
+    from ..experiments.dqn_experiment import RunError
+    from ..experiments.evaluation import evaluate_checkpoint, find_checkpoint
+    from ..experiments.ppo_experiment import evaluate_ppo_checkpoint, read_algo
+    from ..runtime.checkpoints import CheckpointError
+
+    if args.epsilon is not None and not 0.0 <= args.epsilon <= 1.0:
+        raise UsageError(f"--epsilon must be between 0 and 1, got {args.epsilon}")
+    try:
+        checkpoint = find_checkpoint(args.target, best=args.best)
+        if checkpoint.has("config.yaml") and read_algo(checkpoint.path) == "ppo":
+            if args.epsilon is not None:
+                raise UsageError("--epsilon applies to DQN agents; a PPO agent plays its policy")
+            result = evaluate_ppo_checkpoint(checkpoint, args.episodes, seed=args.seed)
+        else:
+            result = evaluate_checkpoint(
+                checkpoint, args.episodes, seed=args.seed, epsilon=args.epsilon
+            )
+    except (ConfigError, RunError, CheckpointError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "episodes": result.episodes,
+                    "mean_return": _clean(result.mean_return),
+                    "mean_score": _clean(result.mean_score),
+                    "win_rate": _clean(result.win_rate),
+                    "std_return": _clean(result.std_return),
+                    "mean_length": _clean(result.mean_length),
+                    "checkpoint": str(checkpoint.path),
+                    "step": checkpoint.step,
+                }
+            )
+        )
+    else:
+        print(f"checkpoint {checkpoint.path} (step {checkpoint.step:,})")
+        print(
+            f"{result.episodes} episodes: mean return {result.mean_return:.2f} "
+            f"(std {result.std_return:.2f}), mean score {result.mean_score:.2f}, "
+            f"win rate {result.win_rate:.0%}, mean length {result.mean_length:.0f}"
+        )
+    return 0

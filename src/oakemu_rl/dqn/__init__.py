@@ -1,0 +1,47 @@
+"""DQN: configuration, model, exploration, replay, learner, trainer, tester, checkpoints."""
+
+from .action_masker import ActionMasker
+from .action_policy import ActionPolicy
+from .config import ConfigError, DQNExperimentConfiguration
+from .exploration import (
+    ExplorationStrategy,
+    ExponentialEpsilonGreedy,
+    LinearEpsilonGreedy,
+    NoisyNetExploration,
+)
+from .learner import Learner, ReplayRatioGate
+from .model import DQNModel
+from .noisy import NoisyLinear
+from .replay_buffer import ReplayBatch, ReplayBuffer, Transition
+from .replay_writer import ReplayWriter
+from .reward_shaping import RewardShapingPipeline
+from .state_adapter import DQNRestoreMetadata, DQNStateAdapter
+from .sum_tree import SumTree
+from .tester import EvaluationResult, Tester
+from .trainer import Trainer
+
+__all__ = [
+    "ActionMasker",
+    "ActionPolicy",
+    "ConfigError",
+    "DQNExperimentConfiguration",
+    "DQNModel",
+    "DQNRestoreMetadata",
+    "DQNStateAdapter",
+    "EvaluationResult",
+    "ExplorationStrategy",
+    "ExponentialEpsilonGreedy",
+    "Learner",
+    "LinearEpsilonGreedy",
+    "NoisyLinear",
+    "NoisyNetExploration",
+    "ReplayBatch",
+    "ReplayBuffer",
+    "ReplayRatioGate",
+    "ReplayWriter",
+    "RewardShapingPipeline",
+    "SumTree",
+    "Tester",
+    "Trainer",
+    "Transition",
+]

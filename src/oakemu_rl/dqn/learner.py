@@ -1,0 +1,320 @@
+"""The learner thread: double DQN on replayed n-step transitions, at a held replay ratio."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..runtime.context import RuntimeContext
+from ..runtime.rollback import RollbackController
+from ..runtime.thread_safe_model import ThreadSafeModel
+from .action_masker import ActionMasker
+from .config import DQNExperimentConfiguration
+from .model import DQNModel
+from .replay_buffer import ReplayBatch, ReplayBuffer
+
+
+class ReplayRatioGate:
+    """Holds learner updates at `ratio` per env step after `learning_starts` steps.
+
+    The learner waits while it is at or ahead of `ratio * (steps - learning_starts)`;
+    the actor waits while the learner is more than `max_lag` updates behind.
+    """
+
+    def __init__(self, ratio: float, learning_starts: int, max_lag: int) -> None:
+        self.ratio = ratio
+        self.learning_starts = learning_starts
+        self.max_lag = max_lag
+        self._cond = threading.Condition()
+        self._env_steps = 0
+        self._updates = 0
+        self.base_updates = 0
+        self.enforce_lag = True
+        self.actor_wait_s = 0.0
+
+    def target_updates(self, env_steps: int) -> int:
+        """Updates due after `env_steps` env steps."""
+        return self.base_updates + max(0, int((env_steps - self.learning_starts) * self.ratio))
+
+    def rebase(self, updates: int, learning_starts: int) -> None:
+        """From now on: `updates` done, and the next ones due from `learning_starts` on."""
+        with self._cond:
+            self.base_updates = updates
+            self.learning_starts = learning_starts
+            self._cond.notify_all()
+
+    @property
+    def env_steps(self) -> int:
+        return self._env_steps
+
+    @property
+    def updates(self) -> int:
+        return self._updates
+
+    def set_env_steps(self, steps: int) -> None:
+        with self._cond:
+            self._env_steps = steps
+            self._cond.notify_all()
+
+    def set_updates(self, updates: int) -> None:
+        with self._cond:
+            self._updates = updates
+            self._cond.notify_all()
+
+    def learner_wait(self, stop: threading.Event, timeout: float = 0.1) -> bool:
+        """Wait until an update is due; False if `stop` was set or `timeout` passed first."""
+        with self._cond:
+            if self._updates < self.target_updates(self._env_steps):
+                return True
+            if stop.is_set():
+                return False
+            self._cond.wait(timeout)
+            return self._updates < self.target_updates(self._env_steps)
+
+    def record_update(self) -> None:
+        with self._cond:
+            self._updates += 1
+            self._cond.notify_all()
+
+    def actor_wait(self, stop: threading.Event) -> None:
+        """Block the actor while the learner lags more than `max_lag` updates."""
+        if not self.enforce_lag:
+            return
+        with self._cond:
+            start = None
+            while (
+                self.enforce_lag
+                and not stop.is_set()
+                and self.target_updates(self._env_steps) - self._updates > self.max_lag
+            ):
+                start = start or time.monotonic()
+                self._cond.wait(0.05)
+            if start is not None:
+                self.actor_wait_s += time.monotonic() - start
+
+    def wait_until_caught_up(self, stop: threading.Event, timeout: float = 60.0) -> bool:
+        """Wait until the learner has made every update due at the current env steps."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._updates < self.target_updates(self._env_steps):
+                remaining = deadline - time.monotonic()
+                if stop.is_set() or not self.enforce_lag or remaining <= 0:
+                    return False
+                self._cond.wait(min(remaining, 0.05))
+        return True
+
+    def release_actor(self) -> None:
+        """Stop holding the actor back (the learner has stopped)."""
+        with self._cond:
+            self.enforce_lag = False
+            self._cond.notify_all()
+
+
+class Learner:
+    """Trains the learner model from the replay buffer on its own thread.
+
+    Each update samples a batch, computes double-DQN n-step targets with the target
+    network, takes an Adam step on the Huber loss (importance-weighted under
+    prioritized replay) with gradient-norm clipping, updates priorities and
+    publishes the weights through the ThreadSafeModel.
+    """
+
+    def __init__(
+        self,
+        context: RuntimeContext[DQNExperimentConfiguration],
+        learner_model: ThreadSafeModel[DQNModel],
+        target_model: DQNModel,
+        optimizer: torch.optim.Optimizer,
+        replay_buffer: Callable[[], ReplayBuffer],
+        gate: ReplayRatioGate,
+        action_masker: ActionMasker,
+        env_steps: Callable[[], int],
+    ) -> None:
+        self.context = context
+        self.config = context.config.learner
+        self.learner_model = learner_model
+        self.model = learner_model.model
+        self.target_model = target_model
+        self.optimizer = optimizer
+        self._replay_buffer = replay_buffer
+        self.gate = gate
+        self.action_masker = action_masker
+        self._env_steps = env_steps
+        self.rng = context.spawn_rng("learner")
+        self.updates = 0
+        self._thread: threading.Thread | None = None
+        self._hold = threading.Lock()
+        self.rollback: RollbackController | None = None
+        self._metrics: dict[str, list[float]] = {"loss": [], "q": [], "td": []}
+        self._rate_mark = (time.monotonic(), 0)
+        self.last_metrics: dict[str, float] = {}
+        self.target_model.load_state_dict(self.model.state_dict())
+        self.target_model.requires_grad_(False)
+
+    # -- one update -----------------------------------------------------------------------
+
+    def beta(self, step: int) -> float:
+        """The importance-weight exponent at env step `step`."""
+        replay = self.context.config.replay
+        horizon = replay.beta_steps or self.context.config.total_steps
+        return min(1.0, replay.beta_start + (1.0 - replay.beta_start) * step / max(1, horizon))
+
+    def _tensors(self, batch: ReplayBatch) -> tuple[torch.Tensor, ...]:
+        device = self.context.device
+        return (
+            torch.from_numpy(batch.observations).to(device),
+            torch.from_numpy(batch.actions).to(device),
+            torch.from_numpy(batch.returns).to(device),
+            torch.from_numpy(batch.discounts).to(device),
+            torch.from_numpy(batch.next_observations).to(device),
+            torch.from_numpy(batch.weights).to(device),
+        )
+
+    def update(self) -> dict[str, float]:
+        """One gradient step; returns the loss, mean Q and mean |TD error|."""
+        cfg = self.config
+        buffer = self._replay_buffer()
+        step = self._env_steps()
+        batch = buffer.sample(cfg.batch_size, self.rng, beta=self.beta(step))
+        obs, actions, returns, discounts, next_obs, weights = self._tensors(batch)
+
+        q_values = self.model(obs)
+        q_taken = q_values.gather(1, actions.unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            target_q = self.target_model(next_obs)
+            if cfg.double_dqn:
+                next_actions = self.action_masker.mask(self.model(next_obs)).argmax(dim=1)
+            else:
+                next_actions = self.action_masker.mask(target_q).argmax(dim=1)
+            next_q = target_q.gather(1, next_actions.unsqueeze(1)).squeeze(1)
+            targets = returns + discounts * next_q
+        td_errors = q_taken - targets
+        loss = (
+            weights * F.huber_loss(q_taken, targets, reduction="none", delta=cfg.huber_delta)
+        ).mean()
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+        with self.learner_model.update():
+            self.optimizer.step()
+        self.updates += 1
+
+        td = td_errors.detach().cpu().numpy()
+        buffer.update_priorities(batch.indices, td, batch.generations)
+        self._update_target()
+        if self.model.noisy:
+            self.model.reset_noise()
+            self.target_model.reset_noise()
+        return {
+            "loss": float(loss.detach()),
+            "q": float(q_taken.detach().mean()),
+            "td": float(np.abs(td).mean()),
+        }
+
+    @torch.no_grad()
+    def _update_target(self) -> None:
+        target = self.config.target
+        if target.type == "hard":
+            if self.updates % target.period == 0:
+                self.target_model.load_state_dict(self.model.state_dict())
+        else:
+            online: list[torch.Tensor] = list(self.model.parameters())
+            targets: list[torch.Tensor] = list(self.target_model.parameters())
+            torch._foreach_lerp_(targets, online, target.tau)
+
+    # -- thread ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the learner thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="learner", daemon=True)
+            self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        stop = self.context.stop_event
+        self.context.enter_thread()
+        try:
+            while not stop.is_set():
+                if not self.gate.learner_wait(stop):
+                    continue
+                with self._hold:
+                    if len(self._replay_buffer()) < self.config.batch_size:
+                        time.sleep(0.01)
+                        continue
+                    metrics = self.update()
+                if self.rollback is not None:
+                    # A non-finite loss: the controller restores the best checkpoint.
+                    if self.rollback.check_loss(metrics["loss"], self._env_steps()):
+                        continue
+                    self.rollback.note_healthy_updates(1)
+                self.gate.record_update()
+                for key, value in metrics.items():
+                    self._metrics[key].append(value)
+                if self.updates % self.config.log_every_updates == 0:
+                    self._log()
+        except BaseException as exc:
+            self.context.report_error(exc)
+        finally:
+            self.gate.release_actor()
+
+    def _log(self) -> None:
+        now, (mark_time, mark_updates) = time.monotonic(), self._rate_mark
+        self._rate_mark = (now, self.updates)
+        step = self._env_steps()
+        values = {
+            "train/loss": float(np.mean(self._metrics["loss"])),
+            "train/mean_q": float(np.mean(self._metrics["q"])),
+            "train/td_error": float(np.mean(self._metrics["td"])),
+            "train/updates": float(self.updates),
+            "train/beta": self.beta(step),
+            "perf/updates_per_s": (self.updates - mark_updates) / max(1e-9, now - mark_time),
+        }
+        if self.context.config.replay.prioritized:
+            values["replay/max_priority"] = self._replay_buffer().max_priority
+        for key in self._metrics:
+            self._metrics[key].clear()
+        self.last_metrics = values
+        for name, value in values.items():
+            self.context.metrics.scalar(name, value, step)
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Keep the learner between updates while the block runs (for checkpoints)."""
+        with self._hold:
+            yield
+
+    # -- state ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Counters, target network and sampling RNG (model and optimizer are saved apart)."""
+        return {
+            "updates": self.updates,
+            "target_model": {
+                k: v.detach().clone() for k, v in self.target_model.state_dict().items()
+            },
+            "rng": dict(self.rng.bit_generator.state),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.updates = int(state["updates"])
+        self.target_model.load_state_dict(state["target_model"])
+        self.rng.bit_generator.state = state["rng"]
+        self.gate.set_updates(self.updates)

@@ -1,0 +1,260 @@
+"""PPOExperimentConfiguration: every setting of a PPO run, loadable from YAML.
+
+Every field has a documented default; `oakemu-rl train --algo ppo` with no other
+arguments trains on the bundled game `catch` with them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..dqn.config import ConfigError, format_validation_error
+from ..envs.observation import ObservationConfig
+from ..runtime.rollback import RollbackSettings
+
+__all__ = [
+    "CheckpointSettings",
+    "ConfigError",
+    "EnvSettings",
+    "LoggingSettings",
+    "PPOExperimentConfiguration",
+    "PPOModelSettings",
+    "PPOSettings",
+    "ReplayObservationCacheSettings",
+    "RestartPoolSettings",
+    "TesterSettings",
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EnvSettings(_Section):
+    """The training envs."""
+
+    num_envs: int = Field(8, ge=1, le=1024, description="Envs stepped asynchronously by the actor.")
+    num_workers: int | None = Field(
+        None, ge=1, description="Worker processes hosting the envs (None: one per CPU core)."
+    )
+    backend: Literal["process", "inline"] = Field(
+        "process", description="'process': envs in worker processes; 'inline': in this process."
+    )
+    observation: ObservationConfig = Field(
+        default_factory=lambda: ObservationConfig(height=48, width=48, frame_stack=2),
+        description="What the agent sees (ignored for gym: envs, which keep their own).",
+    )
+    allowed_actions: list[int] | None = Field(
+        None, description="Indices of the game's actions the agent may use (None: all of them)."
+    )
+    batch_wait_s: float = Field(
+        0.0005,
+        ge=0,
+        le=0.1,
+        description="After a poll returns fewer than half the busy envs' results, wait up to "
+        "this long for more, so one inference pass serves several envs (0: never wait).",
+    )
+
+
+class PPOModelSettings(_Section):
+    """The actor-critic network: a shared torso with a policy head and a value head."""
+
+    torso: Literal["auto", "small_cnn", "nature_cnn", "mlp"] = Field(
+        "auto",
+        description="Feature extractor; 'auto' picks small_cnn for images and mlp for vectors.",
+    )
+    mlp_hidden: list[int] = Field(
+        default_factory=lambda: [64, 64], description="Hidden layer sizes of the mlp torso."
+    )
+    cnn_features: int = Field(256, ge=1, description="Units of the linear layer after a CNN torso.")
+    activation: Literal["tanh", "relu"] = Field(
+        "tanh", description="Activation of the mlp torso (CNN torsos use relu)."
+    )
+    input_scale: float | None = Field(
+        None,
+        gt=0,
+        description="Observations are multiplied by this (None: 1/255 for uint8 observations, "
+        "else 1). RAM observations of small values learn faster with a larger scale.",
+    )
+
+
+class PPOSettings(_Section):
+    """Rollouts and the PPO update."""
+
+    rollout_steps: int = Field(
+        128, ge=1, description="Steps each env contributes to a rollout (its buffer column)."
+    )
+    learning_rate: float = Field(2.5e-4, gt=0, description="Adam learning rate at the start.")
+    anneal_lr: bool = Field(
+        True, description="Anneal the learning rate linearly to 0 over total_steps."
+    )
+    adam_eps: float = Field(1e-5, gt=0, description="Adam epsilon.")
+    gamma: float = Field(0.99, ge=0, le=1, description="Discount factor.")
+    gae_lambda: float = Field(0.95, ge=0, le=1, description="GAE lambda.")
+    epochs: int = Field(4, ge=1, description="Passes over each rollout.")
+    minibatches: int = Field(4, ge=1, description="Minibatches per epoch.")
+    clip_coef: float = Field(0.2, gt=0, description="Clip range of the policy ratio.")
+    clip_value_loss: bool = Field(True, description="Clip the value loss around old values.")
+    value_clip_coef: float | None = Field(
+        None, gt=0, description="Clip range of the value loss (None: clip_coef)."
+    )
+    ent_coef: float = Field(0.01, ge=0, description="Entropy bonus coefficient.")
+    vf_coef: float = Field(0.5, ge=0, description="Value loss coefficient.")
+    max_grad_norm: float = Field(0.5, gt=0, description="Gradient-norm clipping.")
+    target_kl: float | None = Field(
+        None, gt=0, description="Stop the epochs of a rollout once the approximate KL exceeds it."
+    )
+    normalize_advantages: bool = Field(True, description="Normalise advantages per minibatch.")
+    reward_scale: float = Field(1.0, gt=0, description="Rewards are multiplied by this.")
+    reward_clip: float | None = Field(
+        None, gt=0, description="Clip scaled rewards to [-reward_clip, reward_clip] (None: off)."
+    )
+
+
+class TesterSettings(_Section):
+    """Periodic evaluation on separate envs (greedy by default)."""
+
+    enabled: bool = Field(True, description="Run the tester.")
+    every_steps: int = Field(25_000, ge=1, description="Env steps between evaluations.")
+    episodes: int = Field(10, ge=1, description="Episodes per evaluation.")
+    num_envs: int = Field(4, ge=1, description="Envs of the tester.")
+    deterministic: bool = Field(
+        True, description="Take the most likely action (False: sample from the policy)."
+    )
+    max_episode_steps: int = Field(
+        27_000, ge=1, description="Steps after which an evaluation episode is cut short."
+    )
+    random_baseline: bool = Field(
+        True, description="Evaluate a random policy at the start, for comparison."
+    )
+    final_episodes: int = Field(20, ge=1, description="Episodes of the final evaluation.")
+
+
+class CheckpointSettings(_Section):
+    """Checkpoints under <run_dir>/checkpoints (also written at every evaluation)."""
+
+    every_steps: int = Field(25_000, ge=1, description="Env steps between checkpoints.")
+    keep_last: int = Field(3, ge=1, description="Newest checkpoints kept.")
+    keep_best: int = Field(1, ge=0, description="Best (by evaluation return) checkpoints kept.")
+
+
+class LoggingSettings(_Section):
+    """TensorBoard and console output."""
+
+    tensorboard: bool = Field(True, description="Write TensorBoard events to <run_dir>/tb.")
+    console: bool = Field(True, description="Show a progress display.")
+    console_interval_s: float = Field(10.0, gt=0, description="Seconds between console lines.")
+    log_every_steps: int = Field(1_000, ge=1, description="Env steps between actor scalars.")
+
+
+class RestartPoolSettings(_Section):
+    """Episodes that start from machine states saved along earlier episodes."""
+
+    enabled: bool = Field(False, description="Keep a restart pool (OakEmu games only).")
+    capacity: int = Field(256, ge=1, description="Saved states kept (the best by return).")
+    save_every_steps: int = Field(
+        200, ge=1, description="Save an env's machine state every this many episode steps."
+    )
+    restart_probability: float = Field(
+        0.25, ge=0, le=1, description="Chance that a new episode starts from a pool state."
+    )
+
+
+class ReplayObservationCacheSettings(_Section):
+    """Observations of recorded trajectories, kept for the behaviour-cloning sampler."""
+
+    enabled: bool = Field(False, description="Create the cache.")
+    capacity: int = Field(4096, ge=1, description="Observations kept (least recently used go).")
+
+
+class PPOExperimentConfiguration(_Section):
+    """A PPO run: game, budget and every algorithm setting."""
+
+    algo: Literal["ppo"] = Field("ppo", description="The algorithm.")
+    game: str = Field("catch", description="Bundled game name, game YAML path, or gym:<id>.")
+    total_steps: int = Field(200_000, ge=1, description="Env steps of the run.")
+    seed: int = Field(0, ge=0, description="Seed of envs, action sampling, minibatches, weights.")
+    device: str = Field("cpu", description="Torch device: cpu, cuda, cuda:N or auto.")
+    torch_threads: int = Field(
+        0, ge=0, description="Torch threads in the main process (0: CPU cores minus workers)."
+    )
+    run_name: str | None = Field(None, description="Name of the run (default: from the game).")
+    max_time_s: float | None = Field(
+        None, gt=0, description="Stop after this many seconds of training, whatever the steps."
+    )
+    target_eval_return: float | None = Field(
+        None, description="Stop early once an evaluation reaches this mean return."
+    )
+    env: EnvSettings = Field(default_factory=EnvSettings)
+    model: PPOModelSettings = Field(default_factory=PPOModelSettings)
+    ppo: PPOSettings = Field(default_factory=PPOSettings)
+    tester: TesterSettings = Field(default_factory=TesterSettings)
+    checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    rollback: RollbackSettings = Field(default_factory=RollbackSettings)
+    restart_pool: RestartPoolSettings = Field(default_factory=RestartPoolSettings)
+    replay_observation_cache: ReplayObservationCacheSettings = Field(
+        default_factory=ReplayObservationCacheSettings
+    )
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PPOExperimentConfiguration:
+        if self.env.allowed_actions is not None and not self.env.allowed_actions:
+            raise ValueError("env.allowed_actions must name at least one action (or be null)")
+        if self.restart_pool.enabled and self.game.startswith("gym:"):
+            raise ValueError(
+                f"restart_pool.enabled: {self.game} is a Gymnasium env, which has no machine "
+                "state to save; restart pools need an OakEmu game"
+            )
+        batch = self.env.num_envs * self.ppo.rollout_steps
+        if self.ppo.minibatches > batch:
+            raise ValueError(
+                f"ppo.minibatches ({self.ppo.minibatches}) exceeds the rollout size "
+                f"env.num_envs x ppo.rollout_steps = {batch}"
+            )
+        return self
+
+    @property
+    def rollout_size(self) -> int:
+        """Transitions per rollout: env.num_envs x ppo.rollout_steps."""
+        return self.env.num_envs * self.ppo.rollout_steps
+
+    # -- YAML ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> PPOExperimentConfiguration:
+        """Load a YAML file; errors name the file and the field."""
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: config file not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot be read: {exc}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+        return cls.from_dict(data or {}, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "config") -> PPOExperimentConfiguration:
+        """Validate a mapping; errors name `source` and the field."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: expected a mapping of settings at the top level")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(exc, source)) from None
+
+    def to_yaml(self) -> str:
+        """The full configuration as YAML (every field, defaults included)."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+    def with_overrides(self, **changes: Any) -> PPOExperimentConfiguration:
+        """A copy with top-level fields changed (validated); None values are ignored."""
+        data = self.model_dump(mode="json")
+        data.update({k: v for k, v in changes.items() if v is not None})
+        return PPOExperimentConfiguration.from_dict(data)

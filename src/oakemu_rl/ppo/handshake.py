@@ -1,0 +1,126 @@
+"""RolloutHandshake: hands a full rollout from the actor to the learner and back.
+
+::
+
+    actor                                   learner
+    fill the buffer                         wait_for_rollout()  -> True
+    signal_full(); wait_for_release()       compute GAE, train, publish weights
+                                   <------  release()
+    (returns True) reset, fill again        wait_for_rollout() ...
+
+Either side may stop at any time: `stop()` (or the shared stop event) wakes every
+waiter, whose wait then returns False, and later waits return False at once. A
+`release()` after a stop is harmless. Neither side can therefore be left waiting
+for the other: a stop during a fill frees the learner, a stop during training frees
+the actor.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+__all__ = ["RolloutHandshake"]
+
+
+class RolloutHandshake:
+    """Synchronises rollout hand-off between the actor and the learner.
+
+    Args:
+        stop_event: an event (typically the run's) that also stops the handshake.
+        poll_interval: how often waiters look at `stop_event`, in seconds.
+    """
+
+    def __init__(
+        self, stop_event: threading.Event | None = None, poll_interval: float = 0.05
+    ) -> None:
+        self._cond = threading.Condition()
+        self._stop_event = stop_event
+        self._poll = poll_interval
+        self._stopped = False
+        self._submitted = 0
+        self._taken = 0
+        self._released = 0
+        self.actor_wait_s = 0.0
+        self.learner_wait_s = 0.0
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the handshake (or the run) has been stopped."""
+        return self._stopped or (self._stop_event is not None and self._stop_event.is_set())
+
+    @property
+    def rollouts(self) -> int:
+        """Rollouts handed to the learner so far."""
+        return self._submitted
+
+    @property
+    def training(self) -> bool:
+        """Whether a rollout has been handed over and not released yet."""
+        with self._cond:
+            return self._released < self._submitted
+
+    def stop(self) -> None:
+        """Stop both sides: every wait returns False from now on."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def _wait(self, ready: str, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self.stopped:
+                    self._cond.notify_all()
+                    return False
+                if ready == "rollout" and self._submitted > self._taken:
+                    self._taken = self._submitted
+                    return True
+                if ready == "release" and self._released >= self._submitted:
+                    return True
+                wait = self._poll
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    wait = min(wait, remaining)
+                self._cond.wait(wait)
+
+    # -- actor side ---------------------------------------------------------------------
+
+    def signal_full(self) -> None:
+        """The buffer is full: hand it to the learner."""
+        with self._cond:
+            if self._released < self._submitted:
+                raise RuntimeError("signal_full: the previous rollout has not been released")
+            self._submitted += 1
+            self._cond.notify_all()
+
+    def wait_for_release(self, timeout: float | None = None) -> bool:
+        """Wait until the learner releases the rollout; False when stopped (or timed out)."""
+        start = time.monotonic()
+        try:
+            return self._wait("release", timeout)
+        finally:
+            self.actor_wait_s += time.monotonic() - start
+
+    def submit_and_wait(self, timeout: float | None = None) -> bool:
+        """`signal_full` then `wait_for_release`."""
+        self.signal_full()
+        return self.wait_for_release(timeout)
+
+    # -- learner side -------------------------------------------------------------------
+
+    def wait_for_rollout(self, timeout: float | None = None) -> bool:
+        """Wait for a full rollout; True when one is ready, False when stopped (or timed out)."""
+        start = time.monotonic()
+        try:
+            return self._wait("rollout", timeout)
+        finally:
+            self.learner_wait_s += time.monotonic() - start
+
+    def release(self) -> None:
+        """Give the rollout back to the actor (harmless after a stop)."""
+        with self._cond:
+            self._released = self._submitted
+            self._cond.notify_all()

@@ -1,0 +1,287 @@
+"""The PPO learner thread: GAE, then epochs of clipped-objective minibatch updates.
+
+Per rollout (CleanRL's recipe):
+
+1. anneal the learning rate linearly with the env steps taken (`ppo.anneal_lr`);
+2. compute GAE(lambda) advantages and returns in the rollout buffer;
+3. for `epochs` epochs, for each of `minibatches` shuffled minibatches: the clipped
+   surrogate policy loss on (per-minibatch normalised) advantages, the (clipped)
+   value loss and the entropy bonus; one Adam step with gradient-norm clipping;
+   stop the epochs early once the approximate KL exceeds `target_kl`;
+4. publish the weights through the ThreadSafeModel, run the rollout hooks
+   (checkpoints, evaluation requests) and release the actor.
+
+A non-finite loss is never applied: it goes to the RollbackController, which restores
+the learner from an earlier checkpoint (without one, the run stops with an error).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..runtime.context import RuntimeContext
+from ..runtime.thread_safe_model import ThreadSafeModel
+from .config import PPOExperimentConfiguration
+from .handshake import RolloutHandshake
+from .model import PPOModel
+from .rollout_buffer import RolloutBuffer
+
+if TYPE_CHECKING:
+    from ..runtime.rollback import RollbackController
+
+__all__ = ["NonFiniteLossError", "PPOLearner"]
+
+RolloutHook = Callable[[int], None]
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A loss was NaN or infinite and no rollback could handle it."""
+
+
+class PPOLearner:
+    """Trains the learner model on each rollout the actor hands over.
+
+    Args:
+        context: the shared runtime context.
+        learner_model: the learner model container (weights published to the actor).
+        optimizer: Adam over the learner model's parameters.
+        rollout_buffer: the buffer the actor fills.
+        handshake: hands rollouts over and back.
+        env_steps: the actor's step count (for annealing and logging).
+        rollback: the rollback controller (optional; set later with `rollback = ...`).
+    """
+
+    def __init__(
+        self,
+        context: RuntimeContext[PPOExperimentConfiguration],
+        learner_model: ThreadSafeModel[PPOModel],
+        optimizer: torch.optim.Optimizer,
+        rollout_buffer: RolloutBuffer,
+        handshake: RolloutHandshake,
+        env_steps: Callable[[], int],
+        *,
+        rollback: RollbackController | None = None,
+    ) -> None:
+        self.context = context
+        self.config = context.config
+        self.settings = context.config.ppo
+        self.learner_model = learner_model
+        self.model = learner_model.model
+        self.optimizer = optimizer
+        self.rollout_buffer = rollout_buffer
+        self.handshake = handshake
+        self._env_steps = env_steps
+        self.rollback = rollback
+        self.generator = torch.Generator().manual_seed(context.seed + 7919)
+        self.updates = 0
+        self.rollouts = 0
+        self.lr_scale = 1.0
+        self.rollout_hooks: list[RolloutHook] = []
+        self.last_metrics: dict[str, float] = {}
+        self._thread: threading.Thread | None = None
+        self._hold = threading.RLock()
+        self._rate_mark = (time.monotonic(), 0)
+
+    # -- learning rate --------------------------------------------------------------------
+
+    def learning_rate(self, env_steps: int) -> float:
+        """The learning rate for a rollout that ends at `env_steps`."""
+        lr = self.settings.learning_rate * self.lr_scale
+        if self.settings.anneal_lr:
+            done = max(0, env_steps - self.config.rollout_size)
+            lr *= max(0.0, 1.0 - done / self.config.total_steps)
+        return lr
+
+    def set_lr_scale(self, scale: float) -> None:
+        """Scale the learning rate from now on (the rollback controller lowers it)."""
+        self.lr_scale = float(scale)
+        self._set_lr(self.learning_rate(self._env_steps()))
+
+    def _set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    # -- one rollout ----------------------------------------------------------------------
+
+    def train_on_rollout(self) -> dict[str, float]:
+        """Train on the full rollout buffer; returns the rollout's training metrics."""
+        with self._hold:
+            return self._train()
+
+    def _train(self) -> dict[str, float]:
+        s = self.settings
+        step = self._env_steps()
+        buffer = self.rollout_buffer
+        self._set_lr(self.learning_rate(step))
+        buffer.compute_returns_and_advantages(s.gamma, s.gae_lambda)
+        model = self.model
+        value_clip = s.value_clip_coef if s.value_clip_coef is not None else s.clip_coef
+        sums: dict[str, float] = {}
+        count = 0
+        epochs_done = 0
+        approx_kl = 0.0
+        stopped_early = False
+        for _ in range(s.epochs):
+            epochs_done += 1
+            for batch in buffer.minibatches(s.minibatches, self.generator):
+                new_log_probs, entropy, new_values = model.evaluate_actions(
+                    batch.observations, batch.actions
+                )
+                log_ratio = new_log_probs - batch.log_probs
+                ratio = log_ratio.exp()
+                with torch.no_grad():
+                    kl = float(((ratio - 1.0) - log_ratio).mean())
+                    clipfrac = float(((ratio - 1.0).abs() > s.clip_coef).float().mean())
+
+                advantages = batch.advantages
+                if s.normalize_advantages and advantages.numel() > 1:
+                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+                policy_loss = torch.max(
+                    -advantages * ratio,
+                    -advantages * ratio.clamp(1.0 - s.clip_coef, 1.0 + s.clip_coef),
+                ).mean()
+
+                if s.clip_value_loss:
+                    clipped = batch.values + (new_values - batch.values).clamp(
+                        -value_clip, value_clip
+                    )
+                    losses = torch.max(
+                        (new_values - batch.returns) ** 2, (clipped - batch.returns) ** 2
+                    )
+                    value_loss = 0.5 * losses.mean()
+                else:
+                    value_loss = 0.5 * ((new_values - batch.returns) ** 2).mean()
+                entropy_mean = entropy.mean()
+                loss = policy_loss - s.ent_coef * entropy_mean + s.vf_coef * value_loss
+
+                if not bool(torch.isfinite(loss)):
+                    return self._non_finite(loss, step)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()  # type: ignore[no-untyped-call]
+                grad_norm = nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm)
+                if not bool(torch.isfinite(grad_norm)):
+                    return self._non_finite(grad_norm, step)
+                with self.learner_model.update():
+                    self.optimizer.step()
+                self.updates += 1
+                if self.rollback is not None:
+                    self.rollback.note_healthy_updates(1)
+
+                count += 1
+                for name, value in (
+                    ("loss", float(loss.detach())),
+                    ("policy_loss", float(policy_loss.detach())),
+                    ("value_loss", float(value_loss.detach())),
+                    ("entropy", float(entropy_mean.detach())),
+                    ("approx_kl", kl),
+                    ("clipfrac", clipfrac),
+                    ("grad_norm", float(grad_norm)),
+                ):
+                    sums[name] = sums.get(name, 0.0) + value
+                approx_kl = kl
+            if s.target_kl is not None and approx_kl > s.target_kl:
+                stopped_early = True
+                break
+        self.rollouts += 1
+        if self.rollback is not None and self.rollback.check_weights(model.parameters(), step):
+            return {"rolled_back": 1.0}
+        metrics = {f"train/{k}": v / max(1, count) for k, v in sums.items()}
+        values, returns = buffer.values.reshape(-1), buffer.returns.reshape(-1)
+        variance = float(np.var(returns))
+        explained = 1.0 - float(np.var(returns - values)) / variance if variance else float("nan")
+        metrics.update(
+            {
+                "train/explained_variance": explained,
+                "train/learning_rate": float(self.optimizer.param_groups[0]["lr"]),
+                "train/epochs": float(epochs_done),
+                "train/kl_early_stop": float(stopped_early),
+                "train/updates": float(self.updates),
+                "train/rollouts": float(self.rollouts),
+                "train/mean_advantage": float(buffer.advantages.mean()),
+                "train/mean_value": float(values.mean()),
+            }
+        )
+        now, (mark_time, mark_updates) = time.monotonic(), self._rate_mark
+        self._rate_mark = (now, self.updates)
+        metrics["perf/updates_per_s"] = (self.updates - mark_updates) / max(1e-9, now - mark_time)
+        self.last_metrics = metrics
+        for name, value in metrics.items():
+            self.context.metrics.scalar(name, value, step)
+        return metrics
+
+    def _non_finite(self, value: torch.Tensor, step: int) -> dict[str, float]:
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.rollback is not None and self.rollback.check_loss(value, step):
+            return {"rolled_back": 1.0}
+        raise NonFiniteLossError(
+            f"non-finite PPO loss ({float(value.detach())}) at step {step:,} and no "
+            "rollback to recover from it (enable rollback and checkpoints)"
+        )
+
+    # -- thread ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the learner thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="learner", daemon=True)
+            self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the learner thread to end (after a stop)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if not self._thread.is_alive():
+                self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        handshake = self.handshake
+        self.context.enter_thread()
+        try:
+            while handshake.wait_for_rollout():
+                try:
+                    self.train_on_rollout()
+                    step = self._env_steps()
+                    for hook in self.rollout_hooks:
+                        hook(step)
+                finally:
+                    handshake.release()
+        except BaseException as exc:
+            self.context.report_error(exc)
+            handshake.stop()
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Keep the learner between rollouts while the block runs (checkpoints, rollbacks)."""
+        with self._hold:
+            yield
+
+    # -- state ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Counters, learning-rate scale and minibatch RNG (model and optimizer are saved apart)."""
+        return {
+            "updates": self.updates,
+            "rollouts": self.rollouts,
+            "lr_scale": self.lr_scale,
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.updates = int(state["updates"])
+        self.rollouts = int(state.get("rollouts", 0))
+        self.lr_scale = float(state.get("lr_scale", 1.0))
+        generator = state.get("generator")
+        if generator is not None:
+            self.generator.set_state(generator)

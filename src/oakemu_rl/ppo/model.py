@@ -1,0 +1,218 @@
+"""PPOModel: a shared torso (small CNN, Nature CNN or MLP) with a policy head and a value head."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal, NamedTuple
+
+import torch
+from torch import nn
+
+__all__ = ["ActionBundle", "PPOModel"]
+
+TorsoName = Literal["auto", "small_cnn", "nature_cnn", "mlp"]
+
+#: The logit given to masked actions: finite, so entropies and KLs stay finite.
+MASKED_LOGIT = -1e8
+
+
+class ActionBundle(NamedTuple):
+    """What the actor needs for a batch of observations (all tensors of batch size)."""
+
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    entropy: torch.Tensor
+
+
+def _init(layer: nn.Module, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Module:
+    if isinstance(layer, nn.Linear | nn.Conv2d):
+        nn.init.orthogonal_(layer.weight, gain)
+        if layer.bias is not None:
+            nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def _entropy(log_probs: torch.Tensor) -> torch.Tensor:
+    """Entropy of categorical distributions given their log-probabilities (masked ones ~ -1e8)."""
+    return -(log_probs.exp() * log_probs).sum(dim=-1)
+
+
+def _sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One action per row, by inverse-CDF sampling (cheaper than torch.multinomial for
+    small batches). Actions of probability 0 are never drawn: row i takes the first
+    action whose cumulative probability exceeds u * total, with u uniform in [0, 1)."""
+    cdf = probs.cumsum(dim=-1)
+    device = generator.device if generator is not None else probs.device
+    u = torch.rand((probs.shape[0], 1), generator=generator, device=device).to(probs.device)
+    return (cdf <= u * cdf[:, -1:]).sum(dim=-1)
+
+
+def _cnn(kind: str, channels: int) -> nn.Sequential:
+    if kind == "small_cnn":
+        specs = [(channels, 16, 5, 2, 2), (16, 32, 3, 2, 1), (32, 32, 3, 2, 1)]
+    else:  # nature_cnn
+        specs = [(channels, 32, 8, 4, 0), (32, 64, 4, 2, 0), (64, 64, 3, 1, 0)]
+    layers: list[nn.Module] = []
+    for c_in, c_out, k, s, p in specs:
+        layers += [_init(nn.Conv2d(c_in, c_out, k, stride=s, padding=p)), nn.ReLU()]
+    layers.append(nn.Flatten())
+    return nn.Sequential(*layers)
+
+
+class PPOModel(nn.Module):
+    """An actor-critic network over discrete actions, with action masking.
+
+    Observations are channels-first images (C, H, W) or vectors; they are multiplied
+    by `input_scale` inside the model (1/255 for uint8 by default), so actors and
+    buffers keep the env's dtype. `forward` returns the masked policy logits (what
+    greedy play and ONNX export need); `get_action_bundle` samples actions and returns
+    their log-probabilities, the values and the entropies in one pass.
+
+    Args:
+        observation_shape: shape of one observation (no batch dimension).
+        num_actions: number of actions.
+        torso: 'small_cnn', 'nature_cnn', 'mlp' or 'auto' (CNN for 3-D shapes, else MLP).
+        mlp_hidden: hidden sizes of the MLP torso.
+        cnn_features: units of the linear layer after a CNN torso.
+        activation: activation of the MLP torso.
+        input_scale: observations are multiplied by this (None: 1/255 for uint8 inputs).
+        allowed_actions: the actions the policy may take (None: all); others are masked.
+    """
+
+    def __init__(
+        self,
+        observation_shape: Sequence[int],
+        num_actions: int,
+        *,
+        torso: TorsoName = "auto",
+        mlp_hidden: Sequence[int] = (64, 64),
+        cnn_features: int = 256,
+        activation: Literal["tanh", "relu"] = "tanh",
+        input_scale: float | None = None,
+        allowed_actions: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__()
+        shape = tuple(int(s) for s in observation_shape)
+        if num_actions < 1:
+            raise ValueError(f"num_actions must be at least 1, got {num_actions}")
+        if torso == "auto":
+            torso = "small_cnn" if len(shape) == 3 else "mlp"
+        if torso in ("small_cnn", "nature_cnn") and len(shape) != 3:
+            raise ValueError(f"torso {torso!r} needs (C, H, W) observations; got shape {shape}")
+        if torso == "nature_cnn" and min(shape[1:]) < 36:
+            raise ValueError(f"nature_cnn needs observations of at least 36x36; got {shape}")
+        self.observation_shape = shape
+        self.num_actions = num_actions
+        self.torso_name = torso
+        self.input_scale = input_scale
+        if torso == "mlp":
+            act: type[nn.Module] = nn.Tanh if activation == "tanh" else nn.ReLU
+            layers: list[nn.Module] = [nn.Flatten()]
+            size = math.prod(shape)
+            for width in mlp_hidden:
+                layers += [_init(nn.Linear(size, width)), act()]
+                size = width
+            self.torso = nn.Sequential(*layers)
+            features = size
+        else:
+            cnn = _cnn(torso, shape[0])
+            with torch.no_grad():
+                flat = int(cnn(torch.zeros(1, *shape)).shape[1])
+            self.torso = nn.Sequential(cnn, _init(nn.Linear(flat, cnn_features)), nn.ReLU())
+            features = cnn_features
+        self.policy_head = _init(nn.Linear(features, num_actions), gain=0.01)
+        self.value_head = _init(nn.Linear(features, 1), gain=1.0)
+        mask = torch.zeros(num_actions, dtype=torch.bool)
+        if allowed_actions is None:
+            mask[:] = True
+        else:
+            indices = sorted({int(a) for a in allowed_actions})
+            if not indices or any(not 0 <= a < num_actions for a in indices):
+                raise ValueError(
+                    f"allowed actions {list(allowed_actions)} must be a non-empty subset of "
+                    f"0..{num_actions - 1}"
+                )
+            mask[indices] = True
+        self._restricts = not bool(mask.all())
+        self.register_buffer("action_mask", mask, persistent=False)
+        self.action_mask: torch.Tensor
+
+    # -- passes -------------------------------------------------------------------------
+
+    def _features(self, observations: torch.Tensor) -> torch.Tensor:
+        x = observations.float()
+        scale = self.input_scale
+        if scale is None:
+            scale = 1.0 / 255.0 if observations.dtype == torch.uint8 else 1.0
+        if scale != 1.0:
+            x = x * scale
+        features: torch.Tensor = self.torso(x)
+        return features
+
+    def _mask(self, logits: torch.Tensor, action_mask: torch.Tensor | None) -> torch.Tensor:
+        if action_mask is None:
+            if self._restricts:
+                return logits.masked_fill(~self.action_mask, MASKED_LOGIT)
+            return logits
+        mask = self.action_mask & action_mask.to(torch.bool)
+        return logits.masked_fill(~mask, MASKED_LOGIT)
+
+    def policy_and_value(
+        self, observations: torch.Tensor, action_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Masked logits (batch, actions) and values (batch,)."""
+        features = self._features(observations)
+        logits = self._mask(self.policy_head(features), action_mask)
+        values = self.value_head(features).squeeze(-1)
+        return logits, values
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        """The masked policy logits."""
+        return self.policy_and_value(observations)[0]
+
+    def get_value(self, observations: torch.Tensor) -> torch.Tensor:
+        """State values (batch,)."""
+        values: torch.Tensor = self.value_head(self._features(observations)).squeeze(-1)
+        return values
+
+    def get_action_bundle(
+        self,
+        observations: torch.Tensor,
+        action_mask: torch.Tensor | None = None,
+        *,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> ActionBundle:
+        """Actions (sampled, or the most likely with `deterministic`), their
+        log-probabilities, the values and the policy entropies for a batch.
+
+        `action_mask` (batch, actions) of bools narrows the allowed actions per row;
+        `generator` makes sampling independent of torch's global RNG.
+        """
+        logits, values = self.policy_and_value(observations, action_mask)
+        log_probs_all = torch.log_softmax(logits, dim=-1)
+        if deterministic:
+            actions = logits.argmax(dim=-1)
+        else:
+            actions = _sample(log_probs_all.exp(), generator)
+        log_probs = log_probs_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        return ActionBundle(actions, log_probs, values, _entropy(log_probs_all))
+
+    def evaluate_actions(
+        self,
+        observations: torch.Tensor,
+        actions: torch.Tensor,
+        action_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-probabilities of `actions`, policy entropies and values (for the update)."""
+        logits, values = self.policy_and_value(observations, action_mask)
+        log_probs_all = torch.log_softmax(logits, dim=-1)
+        log_probs = log_probs_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        return log_probs, _entropy(log_probs_all), values
+
+    @torch.no_grad()
+    def greedy_actions(self, observations: torch.Tensor) -> torch.Tensor:
+        """The most likely allowed action of each row."""
+        return self.forward(observations).argmax(dim=-1)

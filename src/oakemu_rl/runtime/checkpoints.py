@@ -1,0 +1,321 @@
+"""Checkpoints: directories written atomically, with a manifest of checksums.
+
+A checkpoint is `<root>/step_<step>/` holding the files a state adapter makes and a
+`manifest.json` (step, elapsed time, run name, metrics, score, sha256 of each file).
+It is written under a temporary name, every file and the directory are fsynced, and
+only then is it renamed into place, so a crash never leaves a half-written
+checkpoint under a real name. A checkpoint whose files do not match their checksums
+(or that has no manifest) is skipped with a message saying why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import math
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+_log = logging.getLogger(__name__)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, partial or corrupt."""
+
+
+@dataclass(frozen=True)
+class CheckpointFile:
+    """One file of a checkpoint: a name and its bytes."""
+
+    name: str
+    data: bytes
+
+    @classmethod
+    def from_json(cls, name: str, obj: Any) -> CheckpointFile:
+        return cls(name, json.dumps(obj, indent=1, sort_keys=True).encode())
+
+    @classmethod
+    def from_torch(cls, name: str, obj: Any) -> CheckpointFile:
+        """`obj` must hold only tensors and plain Python values (weights_only loadable)."""
+        buffer = io.BytesIO()
+        torch.save(obj, buffer)
+        return cls(name, buffer.getvalue())
+
+    @classmethod
+    def from_numpy(cls, name: str, arrays: Mapping[str, npt.NDArray[Any]]) -> CheckpointFile:
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)  # type: ignore[arg-type]
+        return cls(name, buffer.getvalue())
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint directory and its manifest."""
+
+    path: Path
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, path: str | Path, *, verify: bool = True) -> Checkpoint:
+        """Open a checkpoint directory, checking its manifest and (by default) checksums."""
+        path = Path(path)
+        manifest_path = path / MANIFEST
+        if not path.is_dir():
+            raise CheckpointError(f"{path}: no such checkpoint directory")
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except FileNotFoundError:
+            raise CheckpointError(f"{path}: partial checkpoint (no {MANIFEST})") from None
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{path}: unreadable {MANIFEST}: {exc}") from None
+        if not isinstance(manifest, dict) or "files" not in manifest or "step" not in manifest:
+            raise CheckpointError(f"{path}: {MANIFEST} lacks 'files' or 'step'")
+        checkpoint = cls(path, manifest)
+        if verify:
+            checkpoint.verify()
+        return checkpoint
+
+    def verify(self) -> None:
+        """Raise CheckpointError unless every file is present and matches its checksum."""
+        for name, expected in self.manifest["files"].items():
+            file = self.path / name
+            if not file.is_file():
+                raise CheckpointError(f"{self.path}: partial checkpoint ({name} is missing)")
+            actual = _sha256(file)
+            if actual != expected:
+                raise CheckpointError(
+                    f"{self.path}: corrupt checkpoint ({name} checksum {actual[:12]}... "
+                    f"!= manifest {expected[:12]}...)"
+                )
+
+    @property
+    def step(self) -> int:
+        return int(self.manifest["step"])
+
+    @property
+    def elapsed_time(self) -> float:
+        return float(self.manifest.get("elapsed_time", 0.0))
+
+    @property
+    def run_name(self) -> str:
+        return str(self.manifest.get("run_name", ""))
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        return dict(self.manifest.get("metrics", {}))
+
+    @property
+    def score(self) -> float | None:
+        score = self.manifest.get("score")
+        return None if score is None else float(score)
+
+    def has(self, name: str) -> bool:
+        return name in self.manifest["files"]
+
+    def file(self, name: str) -> Path:
+        if not self.has(name):
+            raise CheckpointError(f"{self.path}: has no file {name!r}")
+        return self.path / name
+
+    def read_bytes(self, name: str) -> bytes:
+        return self.file(name).read_bytes()
+
+    def read_json(self, name: str) -> Any:
+        return json.loads(self.read_bytes(name))
+
+    def load_torch(self, name: str, map_location: str | torch.device = "cpu") -> Any:
+        return torch.load(self.file(name), map_location=map_location, weights_only=True)
+
+    def load_numpy(self, name: str) -> dict[str, npt.NDArray[Any]]:
+        with np.load(self.file(name), allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+
+
+class CheckpointManager:
+    """Writes checkpoints under `root` and keeps the last `keep_last` plus the `keep_best` best.
+
+    "Best" is the highest `score` given to `save` (for example the greedy evaluation
+    return); checkpoints saved without a score never count as best.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        keep_last: int = 3,
+        keep_best: int = 1,
+        *,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.keep_last = max(1, keep_last)
+        self.keep_best = max(0, keep_best)
+        self._warn = warn or _log.warning
+
+    def save(
+        self,
+        files: Iterable[CheckpointFile],
+        *,
+        step: int,
+        elapsed_time: float,
+        run_name: str,
+        metrics: Mapping[str, float] | None = None,
+        score: float | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Checkpoint:
+        """Write a checkpoint atomically and prune old ones."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        final = self.root / f"step_{step:010d}"
+        tmp = self.root / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            checksums: dict[str, str] = {}
+            for item in files:
+                if "/" in item.name or item.name in (MANIFEST, "", ".", ".."):
+                    raise ValueError(f"bad checkpoint file name {item.name!r}")
+                target = tmp / item.name
+                with target.open("wb") as f:
+                    f.write(item.data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                checksums[item.name] = hashlib.sha256(item.data).hexdigest()
+            manifest = {
+                "format": FORMAT_VERSION,
+                "step": int(step),
+                "elapsed_time": float(elapsed_time),
+                "run_name": run_name,
+                "created": time.time(),
+                "metrics": {k: float(v) for k, v in (metrics or {}).items() if _finite(v)},
+                "score": None if score is None or not _finite(score) else float(score),
+                "files": checksums,
+                **dict(extra or {}),
+            }
+            with (tmp / MANIFEST).open("w") as f:
+                json.dump(manifest, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            _fsync_dir(tmp)
+            if final.exists():
+                trash = self.root / f".old-{final.name}-{uuid.uuid4().hex[:8]}"
+                os.rename(final, trash)
+                os.rename(tmp, final)
+                shutil.rmtree(trash, ignore_errors=True)
+            else:
+                os.rename(tmp, final)
+            _fsync_dir(self.root)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.prune()
+        return Checkpoint(final, manifest)
+
+    def set_score(self, step: int, score: float) -> Checkpoint | None:
+        """Give the checkpoint of `step` a score (rewriting its manifest atomically)."""
+        path = self.root / f"step_{step:010d}"
+        if not (path / MANIFEST).is_file():
+            return None
+        checkpoint = Checkpoint.open(path, verify=False)
+        checkpoint.manifest["score"] = float(score) if _finite(score) else None
+        tmp = path / f".{MANIFEST}.tmp"
+        with tmp.open("w") as f:
+            json.dump(checkpoint.manifest, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path / MANIFEST)
+        _fsync_dir(path)
+        self.prune()
+        return checkpoint
+
+    def _candidates(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            (p for p in self.root.iterdir() if p.is_dir() and p.name.startswith("step_")),
+            key=lambda p: p.name,
+        )
+
+    def list(self, *, verify: bool = False) -> list[Checkpoint]:
+        """Checkpoints with a readable manifest, oldest first (others skipped, with a message)."""
+        found = []
+        for path in self._candidates():
+            try:
+                found.append(Checkpoint.open(path, verify=verify))
+            except CheckpointError as exc:
+                self._warn(f"skipping checkpoint: {exc}")
+        return found
+
+    def latest(self) -> Checkpoint | None:
+        """The newest checkpoint that passes its checksums; corrupt ones are skipped."""
+        for checkpoint in reversed(self.list()):
+            try:
+                checkpoint.verify()
+            except CheckpointError as exc:
+                self._warn(f"skipping checkpoint: {exc}")
+                continue
+            return checkpoint
+        return None
+
+    def best(self) -> Checkpoint | None:
+        """The checkpoint with the highest score that passes its checksums."""
+        scored = [c for c in self.list() if c.score is not None]
+        scored.sort(key=lambda c: (c.score, c.step), reverse=True)
+        for checkpoint in scored:
+            try:
+                checkpoint.verify()
+            except CheckpointError as exc:
+                self._warn(f"skipping checkpoint: {exc}")
+                continue
+            return checkpoint
+        return None
+
+    def prune(self) -> None:
+        """Delete all but the last `keep_last` and the `keep_best` best; remove temp leftovers."""
+        checkpoints = self.list()
+        keep = {c.path for c in checkpoints[-self.keep_last :]}
+        scored = sorted(
+            (c for c in checkpoints if c.score is not None),
+            key=lambda c: (c.score, c.step),
+            reverse=True,
+        )
+        keep.update(c.path for c in scored[: self.keep_best])
+        for checkpoint in checkpoints:
+            if checkpoint.path not in keep:
+                shutil.rmtree(checkpoint.path, ignore_errors=True)
+        for leftover in self.root.glob(".tmp-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False

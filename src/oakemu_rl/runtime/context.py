@@ -1,0 +1,79 @@
+"""RuntimeContext: what every thread of a run shares."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+import torch
+
+from .metrics import MetricsSink, NullSink
+
+C = TypeVar("C")
+
+
+@dataclass
+class RuntimeContext(Generic[C]):
+    """The configuration, torch device, run directory, metrics sink, stop event and RNG of a run.
+
+    `rng` is the run's seeded generator; components that need their own stream take
+    one with `spawn_rng(name)`, which is deterministic in the seed and the name.
+    """
+
+    config: C
+    device: torch.device
+    run_dir: Path
+    metrics: MetricsSink = field(default_factory=NullSink)
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    seed: int = 0
+    torch_threads: int = 0
+    """Torch intra-op threads for every thread of the run (0: leave torch's default)."""
+    rng: np.random.Generator = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+        self._errors: list[BaseException] = []
+        self._lock = threading.Lock()
+
+    def spawn_rng(self, name: str) -> np.random.Generator:
+        """A generator of its own for the component `name`."""
+        key = [self.seed, *name.encode()]
+        return np.random.default_rng(np.random.SeedSequence(key))
+
+    def enter_thread(self) -> None:
+        """Call first thing on each thread that runs torch: torch's thread count is
+        per thread, and a new thread would otherwise use every core (and oversubscribe)."""
+        if self.torch_threads > 0:
+            torch.set_num_threads(self.torch_threads)
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the run has been asked to stop."""
+        return self.stop_event.is_set()
+
+    def request_stop(self) -> None:
+        """Ask every thread of the run to stop."""
+        self.stop_event.set()
+
+    def report_error(self, error: BaseException) -> None:
+        """Record an exception raised in a worker thread and stop the run."""
+        with self._lock:
+            self._errors.append(error)
+        self.stop_event.set()
+
+    @property
+    def errors(self) -> list[BaseException]:
+        """Exceptions reported by threads of this run."""
+        with self._lock:
+            return list(self._errors)
+
+    def rng_state(self) -> dict[str, Any]:
+        """The run RNG's state (JSON-serialisable)."""
+        return dict(self.rng.bit_generator.state)
+
+    def set_rng_state(self, state: dict[str, Any]) -> None:
+        """Restore the run RNG's state."""
+        self.rng.bit_generator.state = state

@@ -1,0 +1,231 @@
+"""Metrics sinks: where scalars go (TensorBoard, the console, memory).
+
+Scalar names are shared by every algorithm, for example `episode/return`,
+`episode/length`, `episode/wins`, `train/loss`, `train/mean_q`, `train/epsilon`,
+`perf/env_steps_per_s`, `perf/updates_per_s`, `replay/size`, `queue/result_depth`
+and `queue/replay_depth`.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from rich.console import Console
+
+
+@runtime_checkable
+class MetricsSink(Protocol):
+    """Receives scalars; must be safe to call from several threads."""
+
+    def scalar(self, name: str, value: float, step: int) -> None:
+        """Record one scalar at an environment step."""
+
+    def flush(self) -> None:
+        """Write out anything buffered."""
+
+    def close(self) -> None:
+        """Flush and release resources."""
+
+
+class NullSink:
+    """Discards everything."""
+
+    def scalar(self, name: str, value: float, step: int) -> None:
+        return None
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class MemorySink:
+    """Keeps every scalar in memory, and the latest value of each name."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.history: dict[str, list[tuple[int, float]]] = {}
+        self.latest: dict[str, float] = {}
+
+    def scalar(self, name: str, value: float, step: int) -> None:
+        with self._lock:
+            self.history.setdefault(name, []).append((step, float(value)))
+            self.latest[name] = float(value)
+
+    def get(self, name: str, default: float | None = None) -> float | None:
+        with self._lock:
+            return self.latest.get(name, default)
+
+    def snapshot(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self.latest)
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class TensorBoardSink:
+    """Writes scalars as TensorBoard event files under `log_dir`."""
+
+    def __init__(self, log_dir: str | Path, flush_secs: int = 10) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.log_dir = Path(log_dir)
+        self._lock = threading.Lock()
+        self._writer = SummaryWriter(log_dir=str(self.log_dir), flush_secs=flush_secs)
+        self._closed = False
+
+    def scalar(self, name: str, value: float, step: int) -> None:
+        with self._lock:
+            if not self._closed:
+                self._writer.add_scalar(name, float(value), global_step=int(step))
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._writer.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._writer.close()
+                self._closed = True
+
+
+class MultiSink:
+    """Sends every scalar to several sinks."""
+
+    def __init__(self, sinks: Iterable[MetricsSink]) -> None:
+        self.sinks = list(sinks)
+
+    def scalar(self, name: str, value: float, step: int) -> None:
+        for sink in self.sinks:
+            sink.scalar(name, value, step)
+
+    def flush(self) -> None:
+        for sink in self.sinks:
+            sink.flush()
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+
+
+HEADLINE: tuple[tuple[str, str, str], ...] = (
+    # (scalar name, label, format)
+    ("episode/return_mean", "return", "{:.2f}"),
+    ("episode/score_mean", "score", "{:.1f}"),
+    ("episode/wins", "wins", "{:.0f}"),
+    ("episode/losses", "losses", "{:.0f}"),
+    ("train/epsilon", "eps", "{:.3f}"),
+    ("train/loss", "loss", "{:.4f}"),
+    ("train/mean_q", "Q", "{:.2f}"),
+    ("perf/env_steps_per_s", "steps/s", "{:.0f}"),
+    ("perf/updates_per_s", "upd/s", "{:.0f}"),
+    ("replay/size", "replay", "{:.0f}"),
+    ("eval/mean_return", "eval", "{:.2f}"),
+)
+
+
+class ConsoleSink:
+    """A progress display with the headline figures.
+
+    On a terminal it is a live rich progress bar; otherwise (logs, CI) it prints
+    one line every `interval` seconds. Scalars are only remembered here; the
+    display is refreshed by `update(step)`.
+    """
+
+    def __init__(
+        self,
+        total_steps: int,
+        *,
+        interval: float = 10.0,
+        console: Console | None = None,
+        live: bool | None = None,
+        initial_step: int = 0,
+    ) -> None:
+        self.total_steps = total_steps
+        self.interval = interval
+        self.console = console or Console(stderr=False)
+        self._latest: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._last_print = 0.0
+        self._live = self.console.is_terminal if live is None else live
+        self._progress: Any = None
+        self._task: Any = None
+        self._display: Any = None
+        self._text: Any = None
+        if self._live:
+            from rich.console import Group
+            from rich.live import Live
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich.text import Text
+
+            self._progress = Progress(
+                TextColumn("[bold]{task.completed:>9,.0f}/{task.total:,.0f} steps"),
+                BarColumn(bar_width=30),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
+            self._task = self._progress.add_task("", total=total_steps, completed=initial_step)
+            self._text = Text("")
+            self._display = Live(
+                Group(self._progress, self._text), console=self.console, refresh_per_second=4
+            )
+            self._display.start()
+
+    def scalar(self, name: str, value: float, step: int) -> None:
+        with self._lock:
+            self._latest[name] = float(value)
+
+    def headline(self) -> str:
+        """The headline figures as one line."""
+        with self._lock:
+            latest = dict(self._latest)
+        parts = []
+        for name, label, fmt in HEADLINE:
+            if name in latest:
+                parts.append(f"{label} {fmt.format(latest[name])}")
+        return "  ".join(parts)
+
+    def update(self, step: int, *, force: bool = False) -> None:
+        """Refresh the display at `step`."""
+        if self._progress is not None:
+            self._progress.update(self._task, completed=step)
+            self._text.plain = self.headline()
+            return
+        now = time.monotonic()
+        if force or now - self._last_print >= self.interval:
+            self._last_print = now
+            print(f"step {step:>9,}/{self.total_steps:,}  {self.headline()}", flush=True)
+
+    def message(self, text: str) -> None:
+        """Print a line above the progress display."""
+        if self._progress is not None:
+            self._progress.console.print(text)
+        else:
+            print(text, file=sys.stdout, flush=True)
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        if self._display is not None:
+            self._display.stop()
+            self._display = None
+            self._progress = None
+
+
+def log_scalars(sink: MetricsSink, values: Mapping[str, float], step: int) -> None:
+    """Record several scalars at one step."""
+    for name, value in values.items():
+        sink.scalar(name, value, step)

@@ -1,0 +1,196 @@
+"""PPOActor on a tiny deterministic env: columns, parking, bootstraps, counters, state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from oakemu_rl.envs.multi_env import StepResult
+from oakemu_rl.ppo.bc import BCMaterialisationSource, ReplayObservationCache
+from ppo_testing import build_components, fake_learner, small_config
+
+
+def _value(model: Any, obs: list[float]) -> float:
+    with torch.no_grad():
+        return float(model.get_value(torch.tensor([obs], dtype=torch.float32))[0])
+
+
+def test_actor_fills_columns_parks_envs_and_bootstraps(tmp_path: Path) -> None:
+    episodes: list[tuple[dict[str, float], int, bool]] = []
+    c = build_components(
+        tmp_path, episode_observer=lambda data, step, won: episodes.append((data, step, won))
+    )
+    snapshots: list[dict[str, np.ndarray]] = []
+
+    def on_rollout() -> None:
+        b = c.buffer
+        assert b.full and c.actor.parked_envs > 0
+        snapshots.append(
+            {
+                name: getattr(b, name).copy()
+                for name in (
+                    "observations",
+                    "actions",
+                    "log_probs",
+                    "values",
+                    "rewards",
+                    "terminated",
+                    "truncated",
+                    "truncation_values",
+                    "last_values",
+                    "positions",
+                )
+            }
+        )
+
+    learner = fake_learner(c.handshake, on_rollout)
+    c.actor.run()  # returns after total_steps (64 = 2 rollouts of 4 envs x 8 steps)
+    c.handshake.stop()
+    learner.join(5)
+
+    assert len(snapshots) == 2 and c.actor.steps == 64
+    model = c.actor_model
+    first, second = snapshots
+    assert (first["positions"] == 8).all()
+    obs_t = np.round(first["observations"][..., 0] * 10).astype(int)
+    # env 0 truncates at t=5; env 1 terminates at t=3 (see CountingEnv).
+    assert obs_t[:, 0].tolist() == [0, 1, 2, 3, 4, 0, 1, 2]
+    assert obs_t[:, 1].tolist() == [0, 1, 2, 0, 1, 2, 0, 1]
+    assert first["truncated"][:, 0].tolist() == [0, 0, 0, 0, 1, 0, 0, 0]
+    assert not first["terminated"][:, 0].any()
+    assert first["terminated"][:, 1].tolist() == [0, 0, 1, 0, 0, 1, 0, 0]
+    assert not first["truncated"][:, 1].any()
+    # Truncation bootstraps from the value of the final observation (t=5) ...
+    assert first["truncation_values"][4, 0] == pytest.approx(_value(model, [0.5, 0.0]), abs=1e-6)
+    assert first["truncation_values"][4, 2] == pytest.approx(_value(model, [0.5, 2.0]), abs=1e-6)
+    # ... and each full column from the value of the observation after it.
+    assert first["last_values"][0] == pytest.approx(_value(model, [0.3, 0.0]), abs=1e-6)
+    assert first["last_values"][1] == pytest.approx(_value(model, [0.2, 1.0]), abs=1e-6)
+    # Rewards, log-probs and values belong to the stored actions and observations.
+    np.testing.assert_array_equal(first["rewards"], (first["actions"] == 1).astype(np.float32))
+    obs = torch.from_numpy(first["observations"].reshape(-1, 2))
+    log_probs, _, values = model.evaluate_actions(
+        obs, torch.from_numpy(first["actions"]).reshape(-1)
+    )
+    np.testing.assert_allclose(
+        first["log_probs"].reshape(-1), log_probs.detach().numpy(), atol=1e-6
+    )
+    np.testing.assert_allclose(first["values"].reshape(-1), values.detach().numpy(), atol=1e-6)
+    # The parked envs resume where they were: env 0 at t=3, env 1 at t=2.
+    assert np.round(second["observations"][:3, 0, 0] * 10).tolist() == [3, 4, 0]
+    assert np.round(second["observations"][:2, 1, 0] * 10).tolist() == [2, 0]
+    assert second["truncated"][1, 0] and second["terminated"][0, 1]
+
+    actor = c.actor
+    assert actor.total_episodes == 16 and len(episodes) == 16
+    assert actor.total_truncated == 6 and actor.total_losses == 10 and actor.total_wins == 0
+    assert all(not won for _, _, won in episodes)
+    assert episodes[-1][0]["episode/count"] == 16.0
+    assert actor.trajectory_runtime.total_recorded == 16
+    assert actor.result_queue_depth == 0 and actor.env is None  # closed at the end
+    assert actor.restart_pool is None and actor.replay_observation_cache is None
+    assert c.metrics.get("episode/return") is not None
+
+
+def test_actor_properties_bc_source_and_runtime_state(tmp_path: Path) -> None:
+    cache = ReplayObservationCache(8)
+    c = build_components(tmp_path)
+    assert c.actor.replay_observation_cache is None
+    c.actor.set_bc_materialisation_source(BCMaterialisationSource())
+    assert c.actor.bc_materialisation_source is not None
+    c.actor.set_bc_materialisation_source(None)
+    assert c.actor.bc_materialisation_source is None
+
+    learner = fake_learner(c.handshake, lambda: None)
+    c.actor.run()
+    c.handshake.stop()
+    learner.join(5)
+    state = c.actor.runtime_state()
+
+    other = build_components(tmp_path / "other")
+    from oakemu_rl.ppo.actor import PPOActor
+
+    actor = PPOActor(
+        other.context, other.actor_model, other.container, other.buffer, other.handshake,
+        replay_observation_cache=cache,
+    )  # fmt: skip
+    assert actor.replay_observation_cache is cache
+    actor.restore_runtime_state(state)
+    assert actor.steps == 64 and actor.total_episodes == 16 and actor.total_losses == 10
+    assert actor.runtime_state().to_dict() == state.to_dict()
+    obs = torch.randn(16, 2)
+    a = c.actor_model.get_action_bundle(obs, generator=c.actor.generator).actions
+    b = c.actor_model.get_action_bundle(obs, generator=actor.generator).actions
+    assert torch.equal(a, b)  # the sampling RNG is restored too
+
+
+def test_a_step_lost_with_its_worker_truncates_the_step_before(tmp_path: Path) -> None:
+    c = build_components(tmp_path, small_config(env={"num_envs": 1}, ppo={"minibatches": 1}))
+    actor, buffer = c.actor, c.buffer
+    env = actor._open_env()
+    actor.lifecycle.request_reset(env, actor.lifecycle[0])
+    requests: list[Any] = []
+    for result in env.poll():
+        actor._handle(env, result, requests)
+    actor._select_actions(env, requests)  # row 0 acted
+    for _ in range(2):
+        requests = []
+        for result in env.poll():
+            actor._handle(env, result, requests)
+        actor._select_actions(env, requests)  # rows 1, 2 acted
+    assert buffer.positions[0] == 2 and buffer.has_pending_action(0)
+    pending_value = float(buffer.values[2, 0])
+    env.poll()  # the step in flight is "lost": its result never arrives
+    lost = StepResult(0, np.zeros(2, np.float32), 0.0, False, True, {"worker_lost": True})
+    actor._handle(env, lost, [])
+    assert not buffer.has_pending_action(0) and buffer.positions[0] == 2
+    assert buffer.truncated[1, 0] and buffer.truncation_values[1, 0] == pending_value
+    assert actor.total_truncated == 1
+    actor._close_env()
+
+
+def test_restart_pool_saves_states_and_starts_episodes_from_them(tmp_path: Path) -> None:
+    from oakemu_rl.envs.multi_env import OakEmuMultiEnv
+
+    config = small_config(
+        game="catch",
+        total_steps=640,
+        env={
+            "num_envs": 4,
+            "observation": {
+                "type": "ram",
+                "ram": ["ball_x", "ball_y", "paddle_x"],
+                "frame_stack": 1,
+            },
+        },
+        restart_pool={
+            "enabled": True,
+            "capacity": 8,
+            "save_every_steps": 10,
+            "restart_probability": 1.0,
+        },
+    )
+    c = build_components(
+        tmp_path,
+        config,
+        env_factory=lambda: OakEmuMultiEnv(
+            "catch", num_envs=4, backend="inline", seed=0, observation_config=config.env.observation
+        ),
+        observation_shape=(3,),
+        num_actions=3,
+        observation_dtype=np.uint8,
+    )
+    learner = fake_learner(c.handshake, lambda: None)
+    c.actor.run()
+    c.handshake.stop()
+    learner.join(5)
+    pool = c.actor.restart_pool
+    assert pool is not None and 0 < len(pool) <= 8 and pool.total_added > len(pool)
+    assert pool.total_sampled > 0  # episodes after the first ones start from saved states
+    # Envs whose episode ended were reset from pool states.
+    assert c.actor.total_episodes > 0
+    assert any(s.start_point == "restart" for s in c.actor.lifecycle.states)
