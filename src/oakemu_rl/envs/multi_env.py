@@ -784,6 +784,14 @@ class OakEmuMultiEnv:
         message = f"worker {w.index} (pid {w.pid}) {how}; its envs {envs} are lost"
         if tb:
             message += f"\nworker traceback:\n{tb.rstrip()}"
+        elif startup and self._ctx.get_start_method() != "fork":
+            # The usual cause: a script without a main guard, which a new worker re-runs.
+            message += (
+                " while starting. Workers start with the "
+                f"{self._ctx.get_start_method()!r} method, which imports your main module "
+                'again: put a script\'s top-level code under `if __name__ == "__main__":` '
+                "(see the worker's error above)"
+            )
         error = MultiEnvError(message, w.env_ids, w.index, tb, exitcode)
         old_conn, old_process = w.conn, w.process
         w.conn = None
