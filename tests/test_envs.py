@@ -100,6 +100,17 @@ def test_reset_from_saved_state_replays_identically(write_game: WriteGame) -> No
     assert np.array_equal(env.step(0)[0], first[0][0])
 
 
+def test_reset_reports_the_episode_seed_that_rebuilds_the_episode(write_game: WriteGame) -> None:
+    env = OakEmuEnv(write_game(), {"type": "ram", "ram": ["seed"], "frame_stack": 1}, seed=2)
+    obs, info = env.reset()
+    steps = [env.step(a)[0].tolist() for a in (1, 2, 0, 1)]
+    assert isinstance(info["episode_seed"], int)
+    env.session.reset(info["episode_seed"])  # the same start, rebuilt from the recorded seed
+    assert env.session.values["seed"] == int(obs[0]) | (int(obs[1]) << 8)
+    assert [env.step(a)[0].tolist() for a in (1, 2, 0, 1)] == steps
+    assert env.reset(state=env.save_state())[1]["episode_seed"] is None
+
+
 def test_same_seed_same_episode(write_game: WriteGame) -> None:
     runs = []
     for _ in range(2):

@@ -71,6 +71,7 @@ class OakEmuEnv(gym.Env[Observation, np.int64]):
         super().reset(seed=seed)
         if state is None and options:
             state = options.get("state")
+        episode_seed: int | None = None
         if state is not None:
             self.session.reset_to_state(state)
         else:
@@ -79,7 +80,9 @@ class OakEmuEnv(gym.Env[Observation, np.int64]):
         self._episode_return = 0.0
         self._needs_reset = False
         obs = self.pipeline.reset(self.session.machine)
-        return obs, self._info((), None)
+        # The seed `start.randomize` drew from: replaying the episode's actions after
+        # `session.reset(episode_seed)` rebuilds it (None when started from a state).
+        return obs, {**self._info((), None), "episode_seed": episode_seed}
 
     def step(self, action: np.int64 | int) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if self._needs_reset:
