@@ -32,11 +32,11 @@ def _clean(value: float) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..dqn.config import ConfigError
     from ..experiments.dqn_experiment import RunError
     from ..experiments.evaluation import evaluate_checkpoint, find_checkpoint
     from ..experiments.ppo_experiment import evaluate_ppo_checkpoint, read_algo
     from ..runtime.checkpoints import CheckpointError
+    from ..runtime.config_base import ConfigError
 
     if args.epsilon is not None and not 0.0 <= args.epsilon <= 1.0:
         raise UsageError(f"--epsilon must be between 0 and 1, got {args.epsilon}")

@@ -54,13 +54,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..dqn.config import ConfigError, DQNExperimentConfiguration
+    from ..dqn.config import DQNExperimentConfiguration
     from ..envs.gym_backend import is_gym_id
     from ..experiments.dqn_experiment import CONFIG_NAME, DQNExperiment, RunError
     from ..experiments.ppo_experiment import PPOExperiment, read_algo
     from ..games.loader import load_game
     from ..ppo.config import PPOExperimentConfiguration
     from ..runtime.checkpoints import CheckpointError
+    from ..runtime.config_base import ConfigError
 
     console = False if args.quiet else None
     try:

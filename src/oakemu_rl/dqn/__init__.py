@@ -1,8 +1,9 @@
 """DQN: configuration, model, exploration, replay, learner, trainer, tester, checkpoints."""
 
+from ..runtime.config_base import ConfigError
 from .action_masker import ActionMasker
 from .action_policy import ActionPolicy
-from .config import ConfigError, DQNExperimentConfiguration
+from .config import DQNExperimentConfiguration
 from .exploration import (
     ExplorationStrategy,
     ExponentialEpsilonGreedy,

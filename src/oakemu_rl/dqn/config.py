@@ -6,18 +6,15 @@ arguments uses them on `catch`.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..envs.observation import ObservationConfig
+from ..runtime.config_base import ConfigError as ConfigError  # re-exported
+from ..runtime.config_base import ExperimentConfiguration
+from ..runtime.config_base import format_validation_error as format_validation_error
 from ..runtime.rollback import RollbackSettings
-
-
-class ConfigError(ValueError):
-    """A configuration file or value is wrong; the message names the file and the field."""
 
 
 class _Section(BaseModel):
@@ -212,7 +209,7 @@ class LoggingSettings(_Section):
     log_every_steps: int = Field(1_000, ge=1, description="Env steps between actor scalars.")
 
 
-class DQNExperimentConfiguration(_Section):
+class DQNExperimentConfiguration(ExperimentConfiguration):
     """A DQN run: game, budget and every algorithm setting."""
 
     algo: Literal["dqn"] = Field("dqn", description="The algorithm.")
@@ -258,55 +255,3 @@ class DQNExperimentConfiguration(_Section):
         if self.env.allowed_actions is not None and not self.env.allowed_actions:
             raise ValueError("env.allowed_actions must name at least one action (or be null)")
         return self
-
-    # -- YAML ---------------------------------------------------------------------------
-
-    @classmethod
-    def from_yaml(cls, path: str | Path) -> DQNExperimentConfiguration:
-        """Load a YAML file; errors name the file and the field."""
-        path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: config file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot be read: {exc}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: invalid YAML: {exc}") from None
-        return cls.from_dict(data or {}, source=str(path))
-
-    @classmethod
-    def from_dict(cls, data: Any, source: str = "config") -> DQNExperimentConfiguration:
-        """Validate a mapping; errors name `source` and the field."""
-        if not isinstance(data, dict):
-            raise ConfigError(f"{source}: expected a mapping of settings at the top level")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise ConfigError(format_validation_error(exc, source)) from None
-
-    def to_yaml(self) -> str:
-        """The full configuration as YAML (every field, defaults included)."""
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
-
-    def with_overrides(self, **changes: Any) -> DQNExperimentConfiguration:
-        """A copy with top-level fields changed (validated)."""
-        data = self.model_dump(mode="json")
-        data.update({k: v for k, v in changes.items() if v is not None})
-        return DQNExperimentConfiguration.from_dict(data)
-
-
-def format_validation_error(exc: ValidationError, source: str) -> str:
-    """One message per problem: `<source>: <field.path>: <message>`."""
-    lines = []
-    for error in exc.errors():
-        loc = ".".join(str(part) for part in error["loc"] if not str(part).startswith("function-"))
-        message = error["msg"]
-        if error["type"] == "extra_forbidden":
-            message = "unknown setting"
-        elif error["type"] == "missing":
-            message = "is required"
-        elif "input" in error and not isinstance(error["input"], dict):
-            message = f"{message} (got {error['input']!r})"
-        lines.append(f"{source}: {loc or '<top level>'}: {message}")
-    return "\n".join(lines)

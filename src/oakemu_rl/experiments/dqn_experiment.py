@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..dqn.config import ConfigError, DQNExperimentConfiguration
+from ..dqn.config import DQNExperimentConfiguration
 from ..dqn.learner import Learner, ReplayRatioGate
 from ..dqn.model import DQNModel
 from ..dqn.replay_buffer import ReplayBuffer
@@ -29,6 +29,7 @@ from ..dqn.state_adapter import DQNRestoreMetadata, DQNStateAdapter
 from ..dqn.tester import EvaluationResult, Tester
 from ..dqn.trainer import Trainer, make_multi_env
 from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointManager
+from ..runtime.config_base import ConfigError
 from ..runtime.context import RuntimeContext
 from ..runtime.metrics import ConsoleSink, MemorySink, MetricsSink, MultiSink, TensorBoardSink
 from ..runtime.rollback import RollbackController

@@ -28,7 +28,6 @@ import numpy as np
 import torch
 import yaml
 
-from ..dqn.config import ConfigError
 from ..ppo.actor import PPOActor, make_multi_env
 from ..ppo.bc import ReplayObservationCache
 from ..ppo.config import PPOExperimentConfiguration
@@ -39,6 +38,7 @@ from ..ppo.rollout_buffer import RolloutBuffer
 from ..ppo.state_adapter import PPORestoreMetadata, PPOStateAdapter
 from ..ppo.tester import EvaluationResult, PPOTester
 from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointManager
+from ..runtime.config_base import ConfigError
 from ..runtime.context import RuntimeContext
 from ..runtime.metrics import ConsoleSink, MemorySink, MetricsSink, MultiSink, TensorBoardSink
 from ..runtime.rollback import RollbackController

@@ -6,14 +6,12 @@ arguments trains on the bundled game `catch` with them.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..dqn.config import ConfigError, format_validation_error
 from ..envs.observation import ObservationConfig
+from ..runtime.config_base import ConfigError, ExperimentConfiguration
 from ..runtime.rollback import RollbackSettings
 
 __all__ = [
@@ -171,7 +169,7 @@ class ReplayObservationCacheSettings(_Section):
     capacity: int = Field(4096, ge=1, description="Observations kept (least recently used go).")
 
 
-class PPOExperimentConfiguration(_Section):
+class PPOExperimentConfiguration(ExperimentConfiguration):
     """A PPO run: game, budget and every algorithm setting."""
 
     algo: Literal["ppo"] = Field("ppo", description="The algorithm.")
@@ -222,39 +220,3 @@ class PPOExperimentConfiguration(_Section):
     def rollout_size(self) -> int:
         """Transitions per rollout: env.num_envs x ppo.rollout_steps."""
         return self.env.num_envs * self.ppo.rollout_steps
-
-    # -- YAML ---------------------------------------------------------------------------
-
-    @classmethod
-    def from_yaml(cls, path: str | Path) -> PPOExperimentConfiguration:
-        """Load a YAML file; errors name the file and the field."""
-        path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: config file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot be read: {exc}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: invalid YAML: {exc}") from None
-        return cls.from_dict(data or {}, source=str(path))
-
-    @classmethod
-    def from_dict(cls, data: Any, source: str = "config") -> PPOExperimentConfiguration:
-        """Validate a mapping; errors name `source` and the field."""
-        if not isinstance(data, dict):
-            raise ConfigError(f"{source}: expected a mapping of settings at the top level")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise ConfigError(format_validation_error(exc, source)) from None
-
-    def to_yaml(self) -> str:
-        """The full configuration as YAML (every field, defaults included)."""
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
-
-    def with_overrides(self, **changes: Any) -> PPOExperimentConfiguration:
-        """A copy with top-level fields changed (validated); None values are ignored."""
-        data = self.model_dump(mode="json")
-        data.update({k: v for k, v in changes.items() if v is not None})
-        return PPOExperimentConfiguration.from_dict(data)
