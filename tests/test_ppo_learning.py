@@ -103,6 +103,7 @@ def test_ppo_improves_clearly_on_catch(tmp_path: Path) -> None:
             "seed": 0,
             "env": {
                 "num_envs": 8,
+                "backend": "inline",  # deterministic result order: a reproducible run
                 "num_workers": 2,
                 "observation": {
                     "type": "ram",
