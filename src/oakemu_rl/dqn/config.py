@@ -8,17 +8,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from ..envs.observation import ObservationConfig
 from ..runtime.config_base import ConfigError as ConfigError  # re-exported
+from ..runtime.config_base import ConfigSection as _Section
 from ..runtime.config_base import ExperimentConfiguration
 from ..runtime.config_base import format_validation_error as format_validation_error
 from ..runtime.rollback import RollbackSettings
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class EnvSettings(_Section):

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from ..envs.observation import ObservationConfig
 from ..runtime.config_base import ConfigError, ExperimentConfiguration
+from ..runtime.config_base import ConfigSection as _Section
 from ..runtime.rollback import RollbackSettings
 
 __all__ = [
@@ -26,10 +27,6 @@ __all__ = [
     "RestartPoolSettings",
     "TesterSettings",
 ]
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class EnvSettings(_Section):

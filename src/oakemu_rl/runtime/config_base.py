@@ -29,10 +29,14 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-class ExperimentConfiguration(BaseModel):
-    """Base of `DQNExperimentConfiguration` and `PPOExperimentConfiguration`."""
+class ConfigSection(BaseModel):
+    """A section of an experiment configuration: unknown keys are errors, assignments validated."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ExperimentConfiguration(ConfigSection):
+    """Base of `DQNExperimentConfiguration` and `PPOExperimentConfiguration`."""
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> Self:
