@@ -4,6 +4,7 @@ trajectory coordinator."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -102,3 +103,33 @@ def test_sinks(tmp_path: Path) -> None:
     console.scalar("episode/return_mean", np.float64(2.0), 1)  # type: ignore[arg-type]
     assert "eps 0.500" in console.headline() and "return 2.00" in console.headline()
     del lines
+
+
+def test_enter_thread_sets_each_threads_own_torch_thread_count(tmp_path: Path) -> None:
+    # The learner asks for 2 threads, the actor for the run's 1. torch sets a thread's
+    # count lazily from whichever thread set it last; enter_thread must pin each one.
+    context = RuntimeContext(config=None, device=torch.device("cpu"), run_dir=tmp_path)
+    context.torch_threads = 1
+    counts: dict[str, int] = {}
+    learner_ready, actor_done = threading.Event(), threading.Event()
+
+    def learner() -> None:
+        context.enter_thread(2)
+        learner_ready.set()
+        actor_done.wait(10)
+        torch.ones(256, 256) @ torch.ones(256, 256)  # first parallel op after the actor's
+        counts["learner"] = torch.get_num_threads()
+
+    def actor() -> None:
+        learner_ready.wait(10)
+        context.enter_thread()
+        torch.ones(16) + 1
+        counts["actor"] = torch.get_num_threads()
+        actor_done.set()
+
+    threads = [threading.Thread(target=learner), threading.Thread(target=actor)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert counts == {"learner": 2, "actor": 1}

@@ -43,11 +43,20 @@ class RuntimeContext(Generic[C]):
         key = [self.seed, *name.encode()]
         return np.random.default_rng(np.random.SeedSequence(key))
 
-    def enter_thread(self) -> None:
+    def enter_thread(self, threads: int | None = None) -> None:
         """Call first thing on each thread that runs torch: torch's thread count is
-        per thread, and a new thread would otherwise use every core (and oversubscribe)."""
-        if self.torch_threads > 0:
-            torch.set_num_threads(self.torch_threads)
+        per thread, and a new thread would otherwise use every core (and oversubscribe).
+
+        `threads` overrides `torch_threads` for this thread (the learner may use more
+        threads than the actor).
+        """
+        count = threads if threads is not None and threads > 0 else self.torch_threads
+        if count > 0:
+            # torch initialises a thread's OpenMP count lazily, on its first parallel
+            # op, from the count last set by *any* thread; asking for it first makes
+            # that happen now, so the count set next sticks to this thread.
+            torch.get_num_threads()
+            torch.set_num_threads(count)
 
     @property
     def stopping(self) -> bool:
