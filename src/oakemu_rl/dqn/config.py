@@ -103,6 +103,20 @@ class LearnerSettings(_Section):
     max_grad_norm: float = Field(10.0, gt=0, description="Gradient-norm clipping.")
     target: TargetSettings = Field(default_factory=TargetSettings, description="Target network.")
     log_every_updates: int = Field(100, ge=1, description="Updates between learner metric logs.")
+    prefetch: bool = Field(
+        True,
+        description="Sample the next batch and its target-network values on a second thread "
+        "while the learner trains on the current one (same results, less time per update).",
+    )
+    threads: int = Field(
+        0, ge=0, description="Torch threads of the learner thread (0: the run's torch_threads)."
+    )
+    precision: Literal["fp32", "bf16"] = Field(
+        "fp32",
+        description="'bf16': the learner's forward passes run in bfloat16 autocast (mixed "
+        "precision; weights, loss and optimizer stay float32). Fast on CPUs with AVX512-BF16 "
+        "or AMX and on recent GPUs.",
+    )
 
 
 class ReplaySettings(_Section):

@@ -17,9 +17,10 @@ from ..runtime.context import RuntimeContext
 from ..runtime.rollback import RollbackController
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .action_masker import ActionMasker
+from .batch_prefetcher import BatchPrefetcher, TargetNetwork, autocast
 from .config import DQNExperimentConfiguration
 from .model import DQNModel
-from .replay_buffer import ReplayBatch, ReplayBuffer
+from .replay_buffer import ReplayBuffer
 
 
 class ReplayRatioGate:
@@ -153,11 +154,23 @@ class Learner:
         self._thread: threading.Thread | None = None
         self._hold = threading.Lock()
         self.rollback: RollbackController | None = None
-        self._metrics: dict[str, list[float]] = {"loss": [], "q": [], "td": []}
+        self._metrics: dict[str, list[float]] = {"loss": [], "q": [], "td": [], "update_s": []}
         self._rate_mark = (time.monotonic(), 0)
         self.last_metrics: dict[str, float] = {}
-        self.target_model.load_state_dict(self.model.state_dict())
         self.target_model.requires_grad_(False)
+        self.bf16 = self.config.precision == "bf16"
+        self.target = TargetNetwork(target_model, bf16=self.bf16)
+        self.target.load(self.model.state_dict())
+        self.prefetcher = BatchPrefetcher(
+            context,
+            replay_buffer,
+            self.rng,
+            self.config.batch_size,
+            self.target,
+            # A Polyak target changes at every update, a noisy one at every noise draw.
+            precompute_target=self.config.target.type == "hard" and not self.model.noisy,
+            memory_format=self.model.input_memory_format,
+        )
 
     # -- one update -----------------------------------------------------------------------
 
@@ -167,36 +180,36 @@ class Learner:
         horizon = replay.beta_steps or self.context.config.total_steps
         return min(1.0, replay.beta_start + (1.0 - replay.beta_start) * step / max(1, horizon))
 
-    def _tensors(self, batch: ReplayBatch) -> tuple[torch.Tensor, ...]:
-        device = self.context.device
-        return (
-            torch.from_numpy(batch.observations).to(device),
-            torch.from_numpy(batch.actions).to(device),
-            torch.from_numpy(batch.returns).to(device),
-            torch.from_numpy(batch.discounts).to(device),
-            torch.from_numpy(batch.next_observations).to(device),
-            torch.from_numpy(batch.weights).to(device),
-        )
-
     def update(self) -> dict[str, float]:
         """One gradient step; returns the loss, mean Q and mean |TD error|."""
         cfg = self.config
-        buffer = self._replay_buffer()
-        step = self._env_steps()
-        batch = buffer.sample(cfg.batch_size, self.rng, beta=self.beta(step))
-        obs, actions, returns, discounts, next_obs, weights = self._tensors(batch)
+        prepared = self.prefetcher.take(self.beta(self._env_steps()))
+        obs, actions = prepared.observations, prepared.actions
+        next_obs, weights = prepared.next_observations, prepared.weights
 
-        q_values = self.model(obs)
+        device = obs.device
+        with autocast(device, self.bf16):
+            q_values = self.model(obs).float()
         q_taken = q_values.gather(1, actions.unsqueeze(1)).squeeze(1)
         with torch.no_grad():
-            target_q = self.target_model(next_obs)
+            target_q = prepared.target_q
+            if target_q is None or prepared.target_version != self.target.version:
+                target_q, _ = self.target.q_values(next_obs)
             if cfg.double_dqn:
-                next_actions = self.action_masker.mask(self.model(next_obs)).argmax(dim=1)
+                with autocast(device, self.bf16):
+                    online_next = self.model(next_obs).float()
+                next_actions = self.action_masker.mask(online_next).argmax(dim=1)
             else:
                 next_actions = self.action_masker.mask(target_q).argmax(dim=1)
             next_q = target_q.gather(1, next_actions.unsqueeze(1)).squeeze(1)
-            targets = returns + discounts * next_q
-        td_errors = q_taken - targets
+            targets = prepared.returns + prepared.discounts * next_q
+            td = (q_taken - targets).cpu().numpy()
+        batch = prepared.batch
+        self._replay_buffer().update_priorities(batch.indices, td, batch.generations)
+        if self.prefetch_enabled:
+            # The next batch's sampling needs these priorities, not the new weights:
+            # it is prepared while this one's backward pass and optimizer step run.
+            self.prefetcher.request(self.beta(self._env_steps()))
         loss = (
             weights * F.huber_loss(q_taken, targets, reduction="none", delta=cfg.huber_delta)
         ).mean()
@@ -208,8 +221,6 @@ class Learner:
             self.optimizer.step()
         self.updates += 1
 
-        td = td_errors.detach().cpu().numpy()
-        buffer.update_priorities(batch.indices, td, batch.generations)
         self._update_target()
         if self.model.noisy:
             self.model.reset_noise()
@@ -225,17 +236,17 @@ class Learner:
         target = self.config.target
         if target.type == "hard":
             if self.updates % target.period == 0:
-                self.target_model.load_state_dict(self.model.state_dict())
+                self.target.load(self.model.state_dict())
         else:
-            online: list[torch.Tensor] = list(self.model.parameters())
-            targets: list[torch.Tensor] = list(self.target_model.parameters())
-            torch._foreach_lerp_(targets, online, target.tau)
+            self.target.blend(list(self.model.parameters()), target.tau)
 
     # -- thread ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the learner thread."""
+        """Start the learner thread (and the batch prefetch thread, when enabled)."""
         if self._thread is None:
+            if self.prefetch_enabled:
+                self.prefetcher.start()
             self._thread = threading.Thread(target=self._run, name="learner", daemon=True)
             self._thread.start()
 
@@ -245,12 +256,17 @@ class Learner:
             self._thread = None
 
     @property
+    def prefetch_enabled(self) -> bool:
+        """Whether the next batch is prepared on the prefetch thread."""
+        return self.config.prefetch
+
+    @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
         stop = self.context.stop_event
-        self.context.enter_thread()
+        self.context.enter_thread(self.config.threads or None)
         try:
             while not stop.is_set():
                 if not self.gate.learner_wait(stop):
@@ -259,7 +275,9 @@ class Learner:
                     if len(self._replay_buffer()) < self.config.batch_size:
                         time.sleep(0.01)
                         continue
+                    started = time.perf_counter()
                     metrics = self.update()
+                    metrics["update_s"] = time.perf_counter() - started
                 if self.rollback is not None:
                     # A non-finite loss: the controller restores the best checkpoint.
                     if self.rollback.check_loss(metrics["loss"], self._env_steps()):
@@ -273,6 +291,7 @@ class Learner:
         except BaseException as exc:
             self.context.report_error(exc)
         finally:
+            self.prefetcher.close()
             self.gate.release_actor()
 
     def _log(self) -> None:
@@ -286,6 +305,7 @@ class Learner:
             "train/updates": float(self.updates),
             "train/beta": self.beta(step),
             "perf/updates_per_s": (self.updates - mark_updates) / max(1e-9, now - mark_time),
+            "perf/update_ms": 1e3 * float(np.mean(self._metrics["update_s"])),
         }
         if self.context.config.replay.prioritized:
             values["replay/max_priority"] = self._replay_buffer().max_priority
@@ -297,8 +317,11 @@ class Learner:
 
     @contextmanager
     def hold(self) -> Iterator[None]:
-        """Keep the learner between updates while the block runs (for checkpoints)."""
+        """Keep the learner between updates while the block runs (for checkpoints,
+        rollbacks and replay swaps). A batch sampled ahead is dropped first, so the
+        sampling RNG is where it would be without prefetching."""
         with self._hold:
+            self.prefetcher.cancel()
             yield
 
     # -- state ----------------------------------------------------------------------------
@@ -315,6 +338,7 @@ class Learner:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.updates = int(state["updates"])
-        self.target_model.load_state_dict(state["target_model"])
+        self.prefetcher.cancel()
+        self.target.load(state["target_model"])
         self.rng.bit_generator.state = state["rng"]
         self.gate.set_updates(self.updates)

@@ -117,8 +117,22 @@ class DQNModel(nn.Module):
 
         self.advantage = stream(num_actions)
         self.value = stream(1) if dueling else None
+        if torso in ("small_cnn", "nature_cnn"):
+            # oneDNN's convolutions (forward and backward) are faster on NHWC tensors,
+            # most of all a first layer with few input channels. Flattening still
+            # follows the (C, H, W) order, so the weights mean what they always meant.
+            self.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+
+    @property
+    def input_memory_format(self) -> torch.memory_format:
+        """The memory format the torso reads images in (callers may convert ahead)."""
+        if self.torso_name in ("small_cnn", "nature_cnn"):
+            return torch.channels_last
+        return torch.contiguous_format
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        if observations.dim() == 4 and self.torso_name in ("small_cnn", "nature_cnn"):
+            observations = observations.contiguous(memory_format=torch.channels_last)
         x = observations.float()
         if observations.dtype == torch.uint8:
             x = x / 255.0

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from ..dqn.config import DQNExperimentConfiguration
 from ..dqn.learner import Learner, ReplayRatioGate
@@ -103,6 +104,15 @@ def build_model(
         noisy=m.noisy,
         noisy_sigma0=m.noisy_sigma0,
     )
+
+
+def build_optimizer(model: nn.Module, learning_rate: float, eps: float) -> torch.optim.Adam:
+    """Adam over `model`'s parameters: torch's fused kernel where the device has one (one
+    pass over all parameters instead of a kernel per tensor and step), else foreach."""
+    try:
+        return torch.optim.Adam(model.parameters(), lr=learning_rate, eps=eps, fused=True)
+    except (RuntimeError, ValueError):  # no fused Adam for this device in this torch
+        return torch.optim.Adam(model.parameters(), lr=learning_rate, eps=eps)
 
 
 def frame_stack_of(config: DQNExperimentConfiguration, observation_shape: tuple[int, ...]) -> int:
@@ -270,8 +280,8 @@ class DQNExperiment:
         self.tester_model.requires_grad_(False)
         self.container: ThreadSafeModel[DQNModel] = ThreadSafeModel(self.learner_model)
         learner_cfg = config.learner
-        self.optimizer = torch.optim.Adam(
-            self.learner_model.parameters(), lr=learner_cfg.learning_rate, eps=learner_cfg.adam_eps
+        self.optimizer = build_optimizer(
+            self.learner_model, learner_cfg.learning_rate, learner_cfg.adam_eps
         )
         self.replay_buffer = build_replay_buffer(config, shape, dtype)
         self.writer = ReplayWriter(

@@ -1,0 +1,145 @@
+"""The learner's batch prefetch: same results as preparing each batch in line."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from oakemu_rl.dqn.action_masker import ActionMasker
+from oakemu_rl.dqn.config import DQNExperimentConfiguration
+from oakemu_rl.dqn.learner import Learner, ReplayRatioGate
+from oakemu_rl.dqn.replay_buffer import ReplayBuffer, Transition
+from oakemu_rl.experiments.dqn_experiment import build_model, build_optimizer
+from oakemu_rl.runtime.context import RuntimeContext
+from oakemu_rl.runtime.thread_safe_model import ThreadSafeModel
+
+SHAPE = (2, 16, 16)
+
+
+def filled_buffer(prioritized: bool) -> ReplayBuffer:
+    buffer = ReplayBuffer(2_000, SHAPE, frame_stack=2, n_step=3, gamma=0.9, prioritized=prioritized)
+    rng = np.random.default_rng(5)
+    for env in range(4):
+        obs = rng.integers(0, 255, SHAPE, dtype=np.uint8)
+        for i in range(150):
+            frame = rng.integers(0, 255, (1, *SHAPE[1:]), dtype=np.uint8)
+            next_obs = np.concatenate([obs[1:], frame])
+            reward = float(rng.normal())
+            done = i == 149
+            buffer.add(
+                Transition(env, obs, int(rng.integers(3)), reward, next_obs, done, False, i == 0)
+            )
+            obs = next_obs
+    return buffer
+
+
+def make_learner(prefetch: bool, settings: dict[str, Any], tmp_path: Path) -> Learner:
+    config = DQNExperimentConfiguration.from_dict(
+        {
+            "model": {"torso": "small_cnn", "head_hidden": 32},
+            "replay": {"prioritized": settings.pop("prioritized", False)},
+            "learner": {"prefetch": prefetch, "batch_size": 16, **settings},
+        }
+    )
+    context: RuntimeContext[DQNExperimentConfiguration] = RuntimeContext(
+        config=config, device=torch.device("cpu"), run_dir=tmp_path, seed=3, torch_threads=1
+    )
+    torch.manual_seed(0)
+    model = build_model(config, SHAPE, 3)
+    target = build_model(config, SHAPE, 3)
+    buffer = filled_buffer(config.replay.prioritized)
+    return Learner(
+        context,
+        ThreadSafeModel(model),
+        target,
+        build_optimizer(model, 1e-3, 1e-4),
+        lambda: buffer,
+        ReplayRatioGate(1.0, 0, 64),
+        ActionMasker(3),
+        lambda: 500,
+    )
+
+
+def run_updates(learner: Learner, updates: int, hold_at: int | None = None) -> dict[str, Any]:
+    """Run `updates` updates on a thread of their own, like the learner thread; with
+    `hold_at`, take the learner's state under `hold()` after that many updates."""
+    out: dict[str, Any] = {}
+
+    def body() -> None:
+        learner.context.enter_thread()
+        if learner.prefetch_enabled:
+            learner.prefetcher.start()
+        try:
+            for n in range(updates):
+                if n == hold_at:
+                    with learner.hold():
+                        out["held_state"] = learner.state_dict()
+                learner.update()
+        finally:
+            learner.prefetcher.close()
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join(120)
+    out["weights"] = {k: v.clone() for k, v in learner.model.state_dict().items()}
+    out["target"] = {k: v.clone() for k, v in learner.target_model.state_dict().items()}
+    out["rng"] = learner.rng.bit_generator.state
+    return out
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"double_dqn": False, "target": {"type": "hard", "period": 3}},
+        {"double_dqn": True, "target": {"type": "hard", "period": 4}, "prioritized": True},
+        {"double_dqn": True, "target": {"type": "polyak", "tau": 0.1}},
+    ],
+    ids=["hard-target", "double-prioritized", "polyak"],
+)
+def test_prefetching_learner_matches_inline_learner_exactly(
+    settings: dict[str, Any], tmp_path: Path
+) -> None:
+    inline = run_updates(make_learner(False, dict(settings), tmp_path), 12, hold_at=7)
+    prefetching_learner = make_learner(True, dict(settings), tmp_path)
+    prefetched = run_updates(prefetching_learner, 12, hold_at=7)
+    assert prefetching_learner.prefetcher.pending is False
+    for key in ("weights", "target"):
+        for name, tensor in inline[key].items():
+            assert torch.equal(tensor, prefetched[key][name]), f"{key} {name} differs"
+    assert inline["rng"] == prefetched["rng"]
+    # Under hold() the prefetched batch is given back: the sampling RNG saved in a
+    # checkpoint is the one a learner that never looked ahead would have.
+    assert inline["held_state"]["rng"] == prefetched["held_state"]["rng"]
+    assert inline["held_state"]["updates"] == prefetched["held_state"]["updates"] == 7
+
+
+def test_prefetch_error_reaches_the_learner(tmp_path: Path) -> None:
+    learner = make_learner(True, {}, tmp_path)
+    empty = ReplayBuffer(100, SHAPE, frame_stack=2)
+    learner.prefetcher._replay_buffer = lambda: empty
+    learner.prefetcher.start()
+    try:
+        learner.prefetcher.request(0.4)
+        with pytest.raises(
+            RuntimeError, match="batch prefetch failed: cannot sample from an empty"
+        ):
+            learner.prefetcher.take(0.4)
+    finally:
+        learner.prefetcher.close()
+
+
+def test_bf16_learner_trains_close_to_fp32(tmp_path: Path) -> None:
+    # Mixed precision changes the arithmetic, not the algorithm: after a few updates the
+    # weights are near the float32 run's and still float32.
+    fp32 = run_updates(make_learner(True, {}, tmp_path), 6)
+    bf16_learner = make_learner(True, {"precision": "bf16"}, tmp_path)
+    bf16 = run_updates(bf16_learner, 6)
+    for name, tensor in fp32["weights"].items():
+        other = bf16["weights"][name]
+        assert other.dtype == torch.float32
+        assert torch.allclose(tensor, other, atol=5e-3), name
