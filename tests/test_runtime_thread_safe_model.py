@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import torch
 from torch import nn
 
@@ -78,3 +79,23 @@ def test_concurrent_updates_and_copies_are_consistent() -> None:
     for seen in versions_seen:
         assert seen == sorted(seen) and len(set(seen)) == len(seen)  # strictly increasing
         assert seen[-1] == 300  # every actor ends on the final version
+
+
+def test_copy_to_follows_replaced_tensors_and_rejects_other_models() -> None:
+    learner = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+    actor = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+    container = ThreadSafeModel(learner)
+    with container.update():
+        pass
+    assert container.copy_to(actor, 0) == 1
+    # The actor's tensors are replaced (a dtype round trip makes new ones): the next
+    # copy must write into the new tensors, not the old ones.
+    actor.double().float()
+    with container.update(), torch.no_grad():
+        learner[0].weight.add_(1.0)
+        learner[1].running_mean.add_(2.0)
+    assert container.copy_to(actor, 1) == 2
+    for name, tensor in learner.state_dict().items():
+        assert torch.equal(tensor, actor.state_dict()[name]), name
+    with pytest.raises(ValueError, match="weights differ"):
+        container.copy_to(nn.Linear(4, 2), 0)
