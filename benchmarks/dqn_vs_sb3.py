@@ -4,12 +4,15 @@ Both get the same network (the small CNN torso and one hidden layer of 256, no d
 head) and OakEmu-RL's default settings: the observation (32x32 grayscale, 2 frames),
 replay ratio (one update of 64 transitions per 4 env steps), n-step return, target
 period, exploration schedule, learning rate; and the same step budget. Ours runs its
-default actor: 8 envs stepped asynchronously in worker processes, a learner thread and a
-replay-writer thread; SB3 runs its default single-env DQN through the Gymnasium
-registration of the game (with torch's default thread count).
+default actor: 8 envs stepped asynchronously in worker processes, a learner thread (with
+a thread that prepares its next batch) and a replay-writer thread, float32 throughout;
+SB3 runs its default single-env DQN through the Gymnasium registration of the game
+(with torch's default thread count). `--bf16` adds a run of ours with the learner in
+bfloat16 mixed precision (`learner.precision: bf16`), which SB3 does not offer.
 After training, each agent plays the same greedy evaluation episodes.
 
     .venv/bin/python benchmarks/dqn_vs_sb3.py            # both, 30k steps each
+    .venv/bin/python benchmarks/dqn_vs_sb3.py --bf16     # and ours in mixed precision
     .venv/bin/python benchmarks/dqn_vs_sb3.py --steps 10000 --skip-sb3
 
 SB3 is optional (`pip install -e '.[bench]'`); without it only ours runs.
@@ -68,7 +71,7 @@ def shared_settings(steps: int) -> dict[str, Any]:
 
 
 def run_ours(
-    game: str, steps: int, seed: int, run_dir: Path, shared: dict[str, Any]
+    game: str, steps: int, seed: int, run_dir: Path, shared: dict[str, Any], precision: str
 ) -> dict[str, Any]:
     config = DQNExperimentConfiguration.from_dict(
         {
@@ -93,6 +96,7 @@ def run_ours(
                 "double_dqn": False,  # SB3's DQN has no double-DQN targets
                 "max_grad_norm": shared["max_grad_norm"],
                 "target": {"type": "hard", "period": shared["target_period_updates"]},
+                "precision": precision,
             },
             "replay": {"capacity": shared["capacity"], "n_step": shared["n_step"]},
             "tester": {"enabled": False},
@@ -230,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--batch-size", type=int, help="batch size for both (default: ours, 64)")
     parser.add_argument("--skip-sb3", action="store_true", help="run only ours")
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="also run ours with learner.precision=bf16 (mixed precision; SB3 has none)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     shared = shared_settings(args.steps)
@@ -242,11 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, Any]] = {}
 
     run_dir = Path(tempfile.mkdtemp(prefix="dqn_vs_sb3-"))
+    ours_runs = [("ours", "fp32")] + ([("ours-bf16", "bf16")] if args.bf16 else [])
     try:
-        print(f"ours: {args.steps:,} steps on {args.game} ...", flush=True)
-        ours = run_ours(args.game, args.steps, args.seed, run_dir / "ours", shared)
-        results["ours"] = {k: v for k, v in ours.items() if k != "act"}
-        results["ours"].update(evaluate(args.game, ours["act"], args.eval_episodes))
+        for name, precision in ours_runs:
+            print(f"{name}: {args.steps:,} steps on {args.game} ...", flush=True)
+            ours = run_ours(args.game, args.steps, args.seed, run_dir / name, shared, precision)
+            results[name] = {k: v for k, v in ours.items() if k != "act"}
+            results[name].update(evaluate(args.game, ours["act"], args.eval_episodes))
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -272,21 +283,19 @@ def main(argv: list[str] | None = None) -> int:
         ("greedy win rate", "win_rate", "{:.0%}"),
     ]
     names = list(results)
+    ratios = [n for n in names if n != "sb3"] if "sb3" in results else []
     print()
     print(
         f"{'':32}"
         + "".join(f"{n:>14}" for n in names)
-        + ("      ours/sb3" if len(names) == 2 else "")
+        + "".join(f"{n + '/sb3':>16}" for n in ratios)
     )
     for label, key, fmt in rows:
         line = f"{label:32}" + "".join(f"{fmt.format(results[n][key]):>14}" for n in names)
-        if len(names) == 2:
-            a, b = results["ours"][key], results["sb3"][key]
-            line += (
-                f"{(a / b if b else math.inf):>13.2f}x"
-                if key in ("env_steps_per_s", "train_s")
-                else ""
-            )
+        if key in ("env_steps_per_s", "train_s"):
+            for n in ratios:
+                a, b = results[n][key], results["sb3"][key]
+                line += f"{(a / b if b else math.inf):>15.2f}x"
         print(line)
     if args.json:
         args.json.write_text(
