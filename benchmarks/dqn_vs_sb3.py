@@ -219,6 +219,16 @@ def evaluate(game: str, act: Callable[[np.ndarray], int], episodes: int) -> dict
     }
 
 
+def report(name: str, result: dict[str, Any]) -> None:
+    """One line per contender as soon as it is done (the table comes at the end)."""
+    print(
+        f"  {name}: {result['steps'] / result['train_s']:,.0f} env steps/s "
+        f"({result['steps']:,} steps in {result['train_s']:.1f} s, {result['updates']:,} updates), "
+        f"greedy return {result['mean_return']:.2f}, win rate {result['win_rate']:.0%}",
+        flush=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", default="catch", help="bundled game (default: catch)")
@@ -258,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             ours = run_ours(args.game, args.steps, args.seed, run_dir / name, shared, precision)
             results[name] = {k: v for k, v in ours.items() if k != "act"}
             results[name].update(evaluate(args.game, ours["act"], args.eval_episodes))
+            report(name, results[name])
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -271,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         sb3 = run_sb3(args.game, args.steps, args.seed, shared, args.sb3_envs)
         results["sb3"] = {k: v for k, v in sb3.items() if k != "act"}
         results["sb3"].update(evaluate(args.game, sb3["act"], args.eval_episodes))
+        report("sb3", results["sb3"])
 
     for result in results.values():
         result["env_steps_per_s"] = result["steps"] / result["train_s"]

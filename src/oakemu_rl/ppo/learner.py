@@ -41,6 +41,9 @@ __all__ = ["NonFiniteLossError", "PPOLearner"]
 
 RolloutHook = Callable[[int], None]
 
+#: The per-update statistics, averaged over a rollout's updates as `train/<name>`.
+_STATS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
+
 
 class NonFiniteLossError(FloatingPointError):
     """A loss was NaN or infinite and no rollback could handle it."""
@@ -75,6 +78,7 @@ class PPOLearner:
         self.settings = context.config.ppo
         self.learner_model = learner_model
         self.model = learner_model.model
+        self._params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = optimizer
         self.rollout_buffer = rollout_buffer
         self.handshake = handshake
@@ -123,11 +127,14 @@ class PPOLearner:
         self._set_lr(self.learning_rate(step))
         buffer.compute_returns_and_advantages(s.gamma, s.gae_lambda)
         model = self.model
+        params = self._params
         value_clip = s.value_clip_coef if s.value_clip_coef is not None else s.clip_coef
-        sums: dict[str, float] = {}
-        count = 0
+        low, high = 1.0 - s.clip_coef, 1.0 + s.clip_coef
+        # Per-update statistics stay tensors (one row per update) and are read once at the
+        # end: a float() per statistic and update costs more than the update's arithmetic
+        # on a small network.
+        stats: list[torch.Tensor] = []
         epochs_done = 0
-        approx_kl = 0.0
         stopped_early = False
         for _ in range(s.epochs):
             epochs_done += 1
@@ -137,16 +144,12 @@ class PPOLearner:
                 )
                 log_ratio = new_log_probs - batch.log_probs
                 ratio = log_ratio.exp()
-                with torch.no_grad():
-                    kl = float(((ratio - 1.0) - log_ratio).mean())
-                    clipfrac = float(((ratio - 1.0).abs() > s.clip_coef).float().mean())
 
                 advantages = batch.advantages
                 if s.normalize_advantages and advantages.numel() > 1:
                     advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
                 policy_loss = torch.max(
-                    -advantages * ratio,
-                    -advantages * ratio.clamp(1.0 - s.clip_coef, 1.0 + s.clip_coef),
+                    -advantages * ratio, -advantages * ratio.clamp(low, high)
                 ).mean()
 
                 if s.clip_value_loss:
@@ -164,9 +167,10 @@ class PPOLearner:
 
                 if not bool(torch.isfinite(loss)):
                     return self._non_finite(loss, step)
-                self.optimizer.zero_grad(set_to_none=True)
+                for param in params:  # what optimizer.zero_grad(set_to_none=True) does
+                    param.grad = None
                 loss.backward()  # type: ignore[no-untyped-call]
-                grad_norm = nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm)
+                grad_norm = nn.utils.clip_grad_norm_(params, s.max_grad_norm, foreach=True)
                 if not bool(torch.isfinite(grad_norm)):
                     return self._non_finite(grad_norm, step)
                 with self.learner_model.update():
@@ -175,25 +179,32 @@ class PPOLearner:
                 if self.rollback is not None:
                     self.rollback.note_healthy_updates(1)
 
-                count += 1
-                for name, value in (
-                    ("loss", float(loss.detach())),
-                    ("policy_loss", float(policy_loss.detach())),
-                    ("value_loss", float(value_loss.detach())),
-                    ("entropy", float(entropy_mean.detach())),
-                    ("approx_kl", kl),
-                    ("clipfrac", clipfrac),
-                    ("grad_norm", float(grad_norm)),
-                ):
-                    sums[name] = sums.get(name, 0.0) + value
-                approx_kl = kl
-            if s.target_kl is not None and approx_kl > s.target_kl:
+                with torch.no_grad():
+                    kl = ((ratio - 1.0) - log_ratio).mean()
+                    clipfrac = ((ratio - 1.0).abs() > s.clip_coef).float().mean()
+                    stats.append(
+                        torch.stack(
+                            (
+                                loss,
+                                policy_loss,
+                                value_loss,
+                                entropy_mean,
+                                kl,
+                                clipfrac,
+                                grad_norm.to(loss.dtype),
+                            )
+                        )
+                    )
+            if s.target_kl is not None and stats and float(stats[-1][4]) > s.target_kl:
                 stopped_early = True
                 break
         self.rollouts += 1
         if self.rollback is not None and self.rollback.check_weights(model.parameters(), step):
             return {"rolled_back": 1.0}
-        metrics = {f"train/{k}": v / max(1, count) for k, v in sums.items()}
+        metrics: dict[str, float] = {}
+        if stats:
+            means = torch.stack(stats).mean(dim=0).tolist()
+            metrics = {f"train/{name}": value for name, value in zip(_STATS, means, strict=True)}
         values, returns = buffer.values.reshape(-1), buffer.returns.reshape(-1)
         variance = float(np.var(returns))
         explained = 1.0 - float(np.var(returns - values)) / variance if variance else float("nan")
