@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -30,63 +27,43 @@ from ..dqn.state_adapter import DQNRestoreMetadata, DQNStateAdapter
 from ..dqn.tester import EvaluationResult, Tester
 from ..dqn.trainer import Trainer, make_multi_env
 from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointManager
-from ..runtime.config_base import ConfigError
 from ..runtime.context import RuntimeContext
 from ..runtime.metrics import ConsoleSink, MemorySink, MetricsSink, MultiSink, TensorBoardSink
 from ..runtime.rollback import RollbackController
 from ..runtime.thread_safe_model import ThreadSafeModel
+from .run_directory import (
+    CONFIG_NAME,
+    SUMMARY_NAME,
+    RunError,
+    game_key,
+    jsonable,
+    new_run_dir,
+    write_atomic,
+)
+from .torch_setup import configure_torch_threads, resolve_device
 
 if TYPE_CHECKING:
     from ..envs.multi_env import OakEmuMultiEnv
 
-CONFIG_NAME = "config.yaml"
-SUMMARY_NAME = "summary.json"
+__all__ = [
+    "CONFIG_NAME",
+    "SUMMARY_NAME",
+    "DQNExperiment",
+    "RunError",
+    "build_model",
+    "build_optimizer",
+    "build_replay_buffer",
+    "default_run_dir",
+    "game_key",
+    "resolve_device",
+]
+
 EnvFactory = Callable[[], "OakEmuMultiEnv"]
-
-
-class RunError(RuntimeError):
-    """A run cannot start or be resumed (the message says why)."""
-
-
-def game_key(game: str) -> str:
-    """A short name for a game: 'catch', 'CartPole-v1', 'my_game'."""
-    if game.startswith("gym:"):
-        return game[4:]
-    return Path(game).stem
 
 
 def default_run_dir(config: DQNExperimentConfiguration, root: str | Path = "runs") -> Path:
     """runs/<game>-dqn-<date>-<time>[-n]."""
-    name = config.run_name or f"{game_key(config.game)}-dqn-{time.strftime('%Y%m%d-%H%M%S')}"
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-    path = Path(root) / name
-    n = 1
-    while path.exists():
-        n += 1
-        path = Path(root) / f"{name}-{n}"
-    return path
-
-
-def configure_torch_threads(config: DQNExperimentConfiguration, workers: int) -> int:
-    """Set torch's thread count so the emulator workers and torch share the cores."""
-    threads = config.torch_threads
-    if threads == 0:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # pragma: no cover
-            cores = os.cpu_count() or 1
-        threads = max(1, cores - workers)
-    torch.set_num_threads(threads)
-    return threads
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r}: CUDA is not available on this machine")
-    return device
+    return new_run_dir(config.game, "dqn", config.run_name, root)
 
 
 def build_model(
@@ -138,25 +115,6 @@ def build_replay_buffer(
         alpha=r.alpha,
         priority_eps=r.priority_eps,
     )
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 class DQNExperiment:
@@ -239,7 +197,7 @@ class DQNExperiment:
             if checkpoint is None:
                 raise RunError(f"--resume: {run_dir} has no valid checkpoint to resume from")
         run_dir.mkdir(parents=True, exist_ok=True)
-        _write_atomic(run_dir / CONFIG_NAME, config.to_yaml())
+        write_atomic(run_dir / CONFIG_NAME, config.to_yaml())
 
         sinks: list[MetricsSink] = [self.memory]
         self.tensorboard_dir = run_dir / "tb"
@@ -265,7 +223,7 @@ class DQNExperiment:
         env = (self._env_factory or (lambda: make_multi_env(config)))()
         self.env = env
         workers = 0 if getattr(env, "backend", "process") == "inline" else env.num_workers
-        self.torch_threads = configure_torch_threads(config, workers)
+        self.torch_threads = configure_torch_threads(config.torch_threads, workers)
         context.torch_threads = self.torch_threads
         shape = tuple(int(s) for s in env.observation_space.shape)
         num_actions = int(env.action_space.n)
@@ -511,7 +469,7 @@ class DQNExperiment:
             if self.tester.best is None or final.mean_return > self.tester.best.mean_return:
                 self.tester.best = final
         self.summary = self._summary(baseline, final, start_steps, session_time)
-        _write_atomic(self.run_dir / SUMMARY_NAME, json.dumps(_jsonable(self.summary), indent=2))
+        write_atomic(self.run_dir / SUMMARY_NAME, json.dumps(jsonable(self.summary), indent=2))
         self._report(baseline, final)
         return self.summary
 

@@ -1,0 +1,34 @@
+"""Torch device and thread count of a run."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ..runtime.config_base import ConfigError
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' (CUDA when available), 'cpu', 'cuda' or 'cuda:N'; an error if CUDA is missing."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r}: CUDA is not available on this machine")
+    return device
+
+
+def configure_torch_threads(threads: int, workers: int) -> int:
+    """Set torch's thread count so the emulator workers and torch share the cores.
+
+    `threads` 0 means the cores this process may use minus the worker processes.
+    """
+    if threads == 0:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover
+            cores = os.cpu_count() or 1
+        threads = max(1, cores - workers)
+    torch.set_num_threads(threads)
+    return threads
