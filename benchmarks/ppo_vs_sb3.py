@@ -17,6 +17,18 @@ OakEmu-RL steps its envs asynchronously in worker processes (`--workers`, defaul
 one per core); SB3 steps them in lockstep, in this process (`DummyVecEnv`, SB3's
 default) or in one process per env (`--sb3-vec subproc`).
 
+The one difference in the update is the form of the value loss, each library's own:
+OakEmu-RL takes 0.5 x max(unclipped, clipped) squared error (CleanRL's form), SB3 the
+mean squared error of the clipped prediction; both are weighted by `vf_coef` and both
+clip the value change to `--value-clip` (0.2, as the policy ratio; `none`: no
+clipping for either, SB3's default). The script prints every shared setting.
+
+The greedy score of a policy still in training is fragile: a policy that plays well
+when sampled can lose with argmax actions on some states. `--sampled-eval` adds an
+evaluation with sampled actions (the same for both), which shows how far training
+got; the target is judged on the greedy score. Each seed gets its own line, and
+with several seeds the per-seed table and the means follow.
+
 SB3 is optional: without it the script runs OakEmu-RL alone and says so.
 """
 
@@ -38,6 +50,7 @@ from torch import nn
 
 from oakemu_rl.envs.factory import make_env
 from oakemu_rl.experiments.ppo_experiment import PPOExperiment
+from oakemu_rl.ppo.actor import make_multi_env
 from oakemu_rl.ppo.config import PPOExperimentConfiguration
 
 RAM_OBSERVATION = {"type": "ram", "ram": ["ball_x", "ball_y", "paddle_x"], "frame_stack": 1}
@@ -69,7 +82,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--minibatches", type=int, default=4)
     p.add_argument("--lr", type=float, default=2.5e-3)
     p.add_argument("--ent-coef", type=float, default=0.01)
+    p.add_argument(
+        "--value-clip",
+        type=_value_clip,
+        default=0.2,
+        help="clip range of the value change, for both (none: no value clipping)",
+    )
+    p.add_argument(
+        "--sampled-eval",
+        action="store_true",
+        help="also evaluate both policies with sampled (not greedy) actions",
+    )
     return p.parse_args(argv)
+
+
+def _value_clip(text: str) -> float | None:
+    return None if text.lower() == "none" else float(text)
+
+
+def shared_settings(args: argparse.Namespace) -> str:
+    """The settings both sides get, in one line."""
+    batch = args.envs * args.rollout_steps
+    clip_vf = "off" if args.value_clip is None else f"{args.value_clip:g}"
+    return (
+        f"both: {args.envs} envs x {args.rollout_steps} steps per rollout, {args.epochs} epochs "
+        f"of {args.minibatches} minibatches of {batch // args.minibatches}, lr {args.lr:g} "
+        f"annealed linearly to 0, Adam eps 1e-5, gamma 0.99, GAE lambda 0.95, clip 0.2, "
+        f"value clip {clip_vf}, ent_coef {args.ent_coef:g}, vf_coef 0.5, max_grad_norm 0.5, "
+        f"advantages normalised per minibatch, orthogonal init, obs x {input_scale(args.game):g}, "
+        "one torch thread"
+    )
 
 
 def input_scale(game: str) -> float:
@@ -106,6 +148,39 @@ def evaluate(
     return {"mean_return": float(np.mean(returns)), "mean_score": float(np.mean(scores))}
 
 
+# -- CPU accounting ----------------------------------------------------------------------------
+
+
+def descendant_cpu_s() -> float:
+    """CPU seconds (user + system) used so far by this process's live descendants
+    (worker processes and the forkserver), from /proc; 0 where /proc is missing."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0.0
+    parent_of: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        pid = int(entry)
+        parent_of[pid] = int(fields[1])
+        ticks[pid] = int(fields[11]) + int(fields[12])
+    me, total = os.getpid(), 0
+    for pid in ticks:
+        ancestor = parent_of.get(pid)
+        while ancestor is not None and ancestor > 1 and ancestor != me:
+            ancestor = parent_of.get(ancestor)
+        if ancestor == me:
+            total += ticks[pid]
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 # -- OakEmu-RL ----------------------------------------------------------------------------------
 
 
@@ -137,7 +212,8 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
                 "minibatches": args.minibatches,
                 "ent_coef": args.ent_coef,
                 "clip_coef": 0.2,
-                "clip_value_loss": True,
+                "clip_value_loss": args.value_clip is not None,
+                "value_clip_coef": args.value_clip,
                 "vf_coef": 0.5,
                 "max_grad_norm": 0.5,
                 "gamma": 0.99,
@@ -149,13 +225,29 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
             "logging": {"tensorboard": False, "console": False},
         }
     )
+    children_cpu = [descendant_cpu_s(), 0.0]
+
+    def env_factory() -> Any:
+        env = make_multi_env(config)
+        close = env.close
+
+        def close_after_reading_cpu() -> None:
+            if not children_cpu[1]:
+                children_cpu[1] = descendant_cpu_s()  # the workers, before they exit
+            close()
+
+        env.close = close_after_reading_cpu  # type: ignore[method-assign]
+        return env
+
     with TemporaryDirectory() as tmp:
         experiment = PPOExperiment(
-            config, Path(tmp) / "run", console=False, print_fn=lambda _: None
-        )
-        start = time.perf_counter()
+            config, Path(tmp) / "run", console=False, print_fn=lambda _: None,
+            env_factory=env_factory,
+        )  # fmt: skip
+        start, cpu_start = time.perf_counter(), time.process_time()
         summary = experiment.run()
         wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu_start + max(0.0, children_cpu[1] - children_cpu[0])
         model = experiment.learner_model.eval()
 
     def policy(obs: np.ndarray) -> int:
@@ -163,6 +255,18 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
             return int(model.greedy_actions(torch.as_tensor(obs)[None])[0])
 
     result = evaluate(args.game, policy, args.eval_episodes, args.eval_max_steps, args.seed)
+    if args.sampled_eval:
+        generator = torch.Generator().manual_seed(args.seed)
+
+        def sampled(obs: np.ndarray) -> int:
+            with torch.no_grad():
+                bundle = model.get_action_bundle(torch.as_tensor(obs)[None], generator=generator)
+            return int(bundle.actions[0])
+
+        sampled_result = evaluate(
+            args.game, sampled, args.eval_episodes, args.eval_max_steps, args.seed
+        )
+        result["sampled_return"] = sampled_result["mean_return"]
     return {
         "name": (
             f"OakEmu-RL PPO ({experiment.env.num_workers} workers, async)"
@@ -172,6 +276,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
         "steps": summary["steps"],
         "wall_s": wall,
         "steps_per_s": summary["env_steps_per_s"],
+        "cpu_ms_per_step": 1000 * cpu / max(1, summary["steps"]),
         **result,
     }
 
@@ -218,7 +323,7 @@ def run_sb3(args: argparse.Namespace) -> dict[str, Any]:
         gamma=0.99,
         gae_lambda=0.95,
         clip_range=0.2,
-        clip_range_vf=0.2,
+        clip_range_vf=args.value_clip,
         normalize_advantage=True,
         ent_coef=args.ent_coef,
         vf_coef=0.5,
@@ -233,9 +338,11 @@ def run_sb3(args: argparse.Namespace) -> dict[str, Any]:
         device="cpu",
         verbose=0,
     )
-    start = time.perf_counter()
+    children_before = descendant_cpu_s()
+    start, cpu_start = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=args.steps)
     wall = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start + max(0.0, descendant_cpu_s() - children_before)
     steps = int(model.num_timesteps)
     vec_env.close()
 
@@ -244,11 +351,23 @@ def run_sb3(args: argparse.Namespace) -> dict[str, Any]:
         return int(action)
 
     result = evaluate(args.game, policy, args.eval_episodes, args.eval_max_steps, args.seed)
+    if args.sampled_eval:
+        torch.manual_seed(args.seed)
+
+        def sampled(obs: np.ndarray) -> int:
+            action, _ = model.predict(obs, deterministic=False)
+            return int(action)
+
+        sampled_result = evaluate(
+            args.game, sampled, args.eval_episodes, args.eval_max_steps, args.seed
+        )
+        result["sampled_return"] = sampled_result["mean_return"]
     return {
         "name": f"SB3 PPO ({vec_cls.__name__})",
         "steps": steps,
         "wall_s": wall,
         "steps_per_s": steps / wall,
+        "cpu_ms_per_step": 1000 * cpu / max(1, steps),
         **result,
     }
 
@@ -261,9 +380,12 @@ def report(ours: dict[str, Any], sb3: dict[str, Any] | None) -> None:
         ("env steps", "steps", "{:,.0f}"),
         ("wall time (s)", "wall_s", "{:.1f}"),
         ("env steps/s", "steps_per_s", "{:,.0f}"),
+        ("CPU ms per step", "cpu_ms_per_step", "{:.3f}"),
         ("final mean return", "mean_return", "{:.2f}"),
         ("final mean score", "mean_score", "{:.2f}"),
     ]
+    if "sampled_return" in ours:
+        rows.append(("sampled mean return", "sampled_return", "{:.2f}"))
     columns = [ours] + ([sb3] if sb3 else [])
     width = max(len(c["name"]) for c in columns) + 2
     print()
@@ -274,7 +396,10 @@ def report(ours: dict[str, Any], sb3: dict[str, Any] | None) -> None:
     )
     for label, key, fmt in rows:
         line = f"{label:<20}" + "".join(f"{fmt.format(c[key]):>{width}}" for c in columns)
-        if sb3 and key in ("steps_per_s", "mean_return", "mean_score", "wall_s"):
+        if sb3 and key in (
+            "steps_per_s", "mean_return", "mean_score", "wall_s", "sampled_return",
+            "cpu_ms_per_step",
+        ):  # fmt: skip
             line += f"   {_ratio(ours[key], sb3[key])}"
         print(line)
     if sb3:
@@ -296,9 +421,26 @@ def _ratio(a: float, b: float) -> str:
 
 def _mean(runs: list[dict[str, Any]]) -> dict[str, Any]:
     mean: dict[str, Any] = {"name": runs[0]["name"]}
-    for key in ("steps", "wall_s", "steps_per_s", "mean_return", "mean_score"):
-        mean[key] = float(np.mean([r[key] for r in runs]))
+    keys = ("steps", "wall_s", "steps_per_s", "cpu_ms_per_step", "mean_return", "mean_score")
+    for key in (*keys, "sampled_return"):
+        if key in runs[0]:
+            mean[key] = float(np.mean([r[key] for r in runs]))
     return mean
+
+
+def per_seed_table(seeds: list[int], ours: list[dict[str, Any]], sb3: list[dict[str, Any]]) -> None:
+    """One row per seed: throughput of both, their ratio, greedy returns of both."""
+    print("\nper seed:")
+    print(
+        f"{'seed':>4} {'ours steps/s':>13} {'SB3 steps/s':>12} {'ratio':>6}  "
+        "greedy return ours / SB3"
+    )
+    for seed, a, b in zip(seeds, ours, sb3, strict=True):
+        print(
+            f"{seed:>4} {a['steps_per_s']:>13,.0f} {b['steps_per_s']:>12,.0f} "
+            f"{a['steps_per_s'] / b['steps_per_s']:>5.2f}x  {a['mean_return']:.2f} / "
+            f"{b['mean_return']:.2f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,6 +456,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.seed}..{args.seed + args.seeds - 1}, {cores} cores, torch {torch.__version__}"
         + (f", stable-baselines3 {stable_baselines3.__version__}" if stable_baselines3 else "")
     )
+    print(shared_settings(args))
+    print(
+        "value loss: ours 0.5 x max(unclipped, clipped) squared error (CleanRL), SB3 mean "
+        "squared error of the clipped prediction (each library's own form)"
+    )
+    if hasattr(os, "getloadavg"):
+        print(f"load average before the run: {os.getloadavg()[0]:.2f} ({cores} cores)")
     ours_runs: list[dict[str, Any]] = []
     sb3_runs: list[dict[str, Any]] = []
     first_seed = args.seed
@@ -324,13 +473,19 @@ def main(argv: list[str] | None = None) -> int:
         ours_runs.append(ours)
         line = f"seed {seed}: ours {ours['steps_per_s']:,.0f} steps/s"
         line += f", return {ours['mean_return']:.2f}"
+        if "sampled_return" in ours:
+            line += f" (sampled {ours['sampled_return']:.2f})"
         if stable_baselines3 is not None:
             torch.set_num_threads(1)
             sb3 = run_sb3(args)
             sb3_runs.append(sb3)
             line += f"; SB3 {sb3['steps_per_s']:,.0f} steps/s, return {sb3['mean_return']:.2f}"
+            if "sampled_return" in sb3:
+                line += f" (sampled {sb3['sampled_return']:.2f})"
         print(line, flush=True)
     if args.seeds > 1:
+        if sb3_runs:
+            per_seed_table(list(range(first_seed, first_seed + args.seeds)), ours_runs, sb3_runs)
         print(f"\nmeans over {args.seeds} seeds:")
     report(_mean(ours_runs), _mean(sb3_runs) if sb3_runs else None)
     return 0

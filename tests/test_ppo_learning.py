@@ -6,7 +6,11 @@ annealed, 10 epochs of 4 minibatches, no entropy bonus. The run stops early once
 20-episode greedy evaluation to average at least 195, within the 100,000-step budget.
 
 Catch settings: the RAM observation (ball_x, ball_y, paddle_x) scaled by 1/32 into a
-64x64 MLP, 8 envs on 2 worker processes, 24,000 env steps.
+64x64 MLP, 8 inline envs (a reproducible run), 30,000 env steps: the budget of
+benchmarks/ppo_vs_sb3.py. Evaluation episodes are cut at 500 steps, in which a basket
+that never misses catches about 15 blocks. Measured with this budget: a final greedy
+return of 15.0, 15.0, 14.25, 15.0 and 15.0 on seeds 0 to 4 (random policy: -3.0 to
+-4.1); with 24,000 steps seed 1 had not learnt yet (-1.0).
 """
 
 from __future__ import annotations
@@ -99,7 +103,7 @@ def test_ppo_improves_clearly_on_catch(tmp_path: Path) -> None:
     config = PPOExperimentConfiguration.from_dict(
         {
             "game": "catch",
-            "total_steps": 24_000,
+            "total_steps": 30_000,
             "seed": 0,
             "env": {
                 "num_envs": 8,
@@ -126,7 +130,8 @@ def test_ppo_improves_clearly_on_catch(tmp_path: Path) -> None:
     summary = PPOExperiment(config, tmp_path / "run", console=False, print_fn=lambda _: None).run()
     random, final = summary["random_baseline"], summary["final_eval"]
     # A random basket catches about one block in five lives (return about -3.5); the
-    # trained policy must clearly beat it.
+    # trained policy must catch most blocks: 10 of the about 15 that fall in 500 steps,
+    # with at most a miss or two.
     assert random["mean_return"] < 0
-    assert final["mean_return"] >= random["mean_return"] + 8.0, (random, final)
-    assert final["mean_score"] >= 5.0, final
+    assert final["mean_score"] >= 10.0, (random, final)
+    assert final["mean_return"] >= 8.0, (random, final)
