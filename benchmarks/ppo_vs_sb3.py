@@ -225,7 +225,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
             "logging": {"tensorboard": False, "console": False},
         }
     )
-    children_cpu = [descendant_cpu_s(), 0.0]
+    children_cpu = [0.0, 0.0]
 
     def env_factory() -> Any:
         env = make_multi_env(config)
@@ -244,7 +244,11 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
             config, Path(tmp) / "run", console=False, print_fn=lambda _: None,
             env_factory=env_factory,
         )  # fmt: skip
-        start, cpu_start = time.perf_counter(), time.process_time()
+        start = time.perf_counter()
+        # Built first (worker processes started), so that CPU time, like SB3's and like
+        # the steps/s of both, counts training only, not start-up.
+        experiment.build()
+        children_cpu[0], cpu_start = descendant_cpu_s(), time.process_time()
         summary = experiment.run()
         wall = time.perf_counter() - start
         cpu = time.process_time() - cpu_start + max(0.0, children_cpu[1] - children_cpu[0])
