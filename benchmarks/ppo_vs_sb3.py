@@ -19,9 +19,12 @@ default) or in one process per env (`--sb3-vec subproc`).
 
 The one difference in the update is the form of the value loss, each library's own:
 OakEmu-RL takes 0.5 x max(unclipped, clipped) squared error (CleanRL's form), SB3 the
-mean squared error of the clipped prediction; both are weighted by `vf_coef` and both
-clip the value change to `--value-clip` (0.2, as the policy ratio; `none`: no
-clipping for either, SB3's default). The script prints every shared setting.
+mean squared error of the clipped prediction, without the 0.5. So that both weigh the
+value error alike, ours gets twice SB3's `vf_coef` (`--vf-coef`, in SB3's terms: 0.5,
+so ours 1.0); with the same number on both sides ours trained its value head (and the
+shared torso) half as hard. Both clip the value change to `--value-clip` (0.2, as the
+policy ratio; `none`: no clipping for either, SB3's default). The script prints every
+shared setting.
 
 The greedy score of a policy still in training is fragile: a policy that plays well
 when sampled can lose with argmax actions on some states. `--sampled-eval` adds an
@@ -83,6 +86,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=2.5e-3)
     p.add_argument("--ent-coef", type=float, default=0.01)
     p.add_argument(
+        "--vf-coef",
+        type=float,
+        default=0.5,
+        help="value-loss weight in SB3's terms (mean squared error); ours gets twice it, "
+        "as its value loss carries a factor 0.5",
+    )
+    p.add_argument(
         "--value-clip",
         type=_value_clip,
         default=0.2,
@@ -108,7 +118,9 @@ def shared_settings(args: argparse.Namespace) -> str:
         f"both: {args.envs} envs x {args.rollout_steps} steps per rollout, {args.epochs} epochs "
         f"of {args.minibatches} minibatches of {batch // args.minibatches}, lr {args.lr:g} "
         f"annealed linearly to 0, Adam eps 1e-5, gamma 0.99, GAE lambda 0.95, clip 0.2, "
-        f"value clip {clip_vf}, ent_coef {args.ent_coef:g}, vf_coef 0.5, max_grad_norm 0.5, "
+        f"value clip {clip_vf}, ent_coef {args.ent_coef:g}, value-error weight {args.vf_coef:g} "
+        f"(SB3 vf_coef {args.vf_coef:g} x MSE = ours {2 * args.vf_coef:g} x 0.5 MSE), "
+        "max_grad_norm 0.5, "
         f"advantages normalised per minibatch, orthogonal init, obs x {input_scale(args.game):g}, "
         "one torch thread"
     )
@@ -214,7 +226,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
                 "clip_coef": 0.2,
                 "clip_value_loss": args.value_clip is not None,
                 "value_clip_coef": args.value_clip,
-                "vf_coef": 0.5,
+                "vf_coef": 2 * args.vf_coef,  # ours: vf_coef x 0.5 x squared error
                 "max_grad_norm": 0.5,
                 "gamma": 0.99,
                 "gae_lambda": 0.95,
@@ -330,7 +342,7 @@ def run_sb3(args: argparse.Namespace) -> dict[str, Any]:
         clip_range_vf=args.value_clip,
         normalize_advantage=True,
         ent_coef=args.ent_coef,
-        vf_coef=0.5,
+        vf_coef=args.vf_coef,
         max_grad_norm=0.5,
         policy_kwargs={
             "features_extractor_class": SharedMLP,
