@@ -1,0 +1,266 @@
+"""TesterBase: evaluation episodes on envs of the tester's own, on request or periodically.
+
+The algorithms' testers (DQN's `Tester`, `PPOTester`) differ only in how they pick an
+action: this base plays the episodes, runs the evaluation thread, logs `eval/*` scalars
+and keeps the results.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from abc import abstractmethod
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from .agent import Agent
+from .context import RuntimeContext
+from .env_lifecycle import EnvironmentState
+from .thread_safe_model import ThreadSafeModel
+
+if TYPE_CHECKING:
+    from ..envs.multi_env import OakEmuMultiEnv
+
+C = TypeVar("C")
+
+#: Env seeds of a tester are offset from the training envs' seeds by this much.
+TESTER_SEED_OFFSET = 1_000_003
+
+EpisodeRecord = tuple[float, float, int, str | None]
+"""(return, score, length, outcome) of one evaluation episode."""
+
+
+@dataclass
+class EvaluationResult:
+    """The outcome of a set of evaluation episodes."""
+
+    episodes: int
+    mean_return: float
+    std_return: float
+    mean_score: float
+    win_rate: float
+    mean_length: float
+    returns: list[float] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    outcomes: list[str | None] = field(default_factory=list)
+    step: int = 0
+    policy: str = "greedy"
+
+    def to_dict(self, *, details: bool = False) -> dict[str, Any]:
+        data = asdict(self)
+        if not details:
+            for key in ("returns", "scores", "outcomes"):
+                data.pop(key)
+        return data
+
+
+def summarise(records: list[EpisodeRecord], step: int, policy: str) -> EvaluationResult:
+    """An EvaluationResult from (return, score, length, outcome) records."""
+    returns = [r[0] for r in records]
+    scores = [r[1] for r in records]
+    nan = float("nan")
+    return EvaluationResult(
+        episodes=len(records),
+        mean_return=float(np.mean(returns)) if records else nan,
+        std_return=float(np.std(returns)) if records else nan,
+        mean_score=float(np.mean(scores)) if records else nan,
+        win_rate=float(np.mean([r[3] == "win" for r in records])) if records else nan,
+        mean_length=float(np.mean([r[2] for r in records])) if records else nan,
+        returns=returns,
+        scores=scores,
+        outcomes=[r[3] for r in records],
+        step=step,
+        policy=policy,
+    )
+
+
+class EvaluationAborted(Exception):
+    """The tester was stopped in the middle of an evaluation."""
+
+
+class TesterBase(Agent[C]):
+    """Plays evaluation episodes with the tester model on its own envs.
+
+    `evaluate` (in each subclass, with its own policy options) runs episodes now, on
+    the calling thread. `start` runs a thread that evaluates the weights handed to
+    `request_evaluation`, logs `eval/*` scalars at the requesting step and calls
+    `on_result`. Subclasses say how an action is chosen (`_explore_action` for
+    actions played without the model, `_greedy_actions` for the model's).
+    """
+
+    def __init__(
+        self,
+        context: RuntimeContext[C],
+        tester_model: nn.Module,
+        learner_model: ThreadSafeModel[Any] | None,
+        env_factory: Callable[[], OakEmuMultiEnv] | None,
+        *,
+        num_envs: int,
+        on_result: Callable[[EvaluationResult], None] | None = None,
+    ) -> None:
+        super().__init__(context, tester_model, num_envs, env_factory, stream="tester")
+        self.tester_model = tester_model.eval()
+        self.learner_model = learner_model
+        self.on_result = on_result
+        self._rng = context.spawn_rng("tester")
+        self._random_policy = False
+        self._requests: queue.Queue[tuple[int, dict[str, Any]] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._abort = threading.Event()
+        self._busy = threading.Event()
+        self.results: list[EvaluationResult] = []
+        self.best: EvaluationResult | None = None
+
+    # -- choosing actions -----------------------------------------------------------------
+
+    @abstractmethod
+    def _random_action(self) -> int:
+        """A uniformly random action among the allowed ones."""
+
+    def _explore_action(self) -> int | None:
+        """An action to play without the model (random baseline, epsilon), or None."""
+        return self._random_action() if self._random_policy else None
+
+    def _on_inference_complete(self, env_id: int, action: int) -> None:
+        assert self._env is not None
+        self.lifecycle[env_id].last_action = action
+        self._env.submit(env_id, action)
+
+    def _choose(self, env: OakEmuMultiEnv, state: EnvironmentState) -> None:
+        action = self._explore_action()
+        if action is not None:
+            state.last_action = action
+            env.submit(state.env_id, action)
+        else:
+            assert state.observation is not None
+            self._queue_for_inference(state.env_id, state.observation)
+
+    # -- evaluation -----------------------------------------------------------------------
+
+    def sync_from_learner(self) -> None:
+        """Copy the learner's current weights into the tester model."""
+        if self.learner_model is not None:
+            self.learner_model.copy_to(self.tester_model, -1)
+
+    def _play(
+        self, episodes: int, max_episode_steps: int, step: int, policy: str
+    ) -> EvaluationResult:
+        """Play `episodes` episodes (each cut after `max_episode_steps`) and summarise them."""
+        env = self._open_env()
+        records: list[EpisodeRecord] = []
+        started = 0
+        for state in self.lifecycle.states[: min(episodes, self.lifecycle.num_envs)]:
+            self.lifecycle.request_reset(env, state)
+            started += 1
+        try:
+            while len(records) < episodes:
+                if self._abort.is_set():
+                    raise EvaluationAborted
+                for result in env.poll(timeout=0.5):
+                    state = self.lifecycle[result.env_id]
+                    if result.is_reset or state.awaiting_reset:
+                        state.begin_episode(result.observation, result.info)
+                        self._choose(env, state)
+                        continue
+                    self.lifecycle.on_step(state, result, float(result.reward))
+                    ended = result.terminated or result.truncated
+                    if ended or state.episode_length >= max_episode_steps:
+                        outcome = result.info.get("outcome") if ended else "truncated"
+                        records.append(
+                            (state.episode_return, state.last_score, state.episode_length, outcome)
+                        )
+                        if started < episodes:
+                            self.lifecycle.request_reset(env, state)
+                            started += 1
+                        else:
+                            state.awaiting_reset = True
+                    else:
+                        state.observation = np.array(result.observation, copy=True)
+                        self._choose(env, state)
+                with torch.inference_mode():
+                    self._flush_pending_inference()
+        except BaseException:
+            self._close_env()  # envs may be mid-command: start afresh next time
+            raise
+        return summarise(records[:episodes], step, policy)
+
+    @abstractmethod
+    def evaluate(self, episodes: int | None = None, *, step: int = 0) -> EvaluationResult:
+        """Play evaluation episodes with the configured policy."""
+
+    # -- thread ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the evaluation thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="tester", daemon=True)
+            self._thread.start()
+
+    def request_evaluation(self, step: int, weights: dict[str, Any] | None = None) -> None:
+        """Evaluate `weights` (default: the learner's weights when the thread gets to it)."""
+        self._requests.put((step, weights or {}))
+
+    @property
+    def busy(self) -> bool:
+        """True while requests are queued or running."""
+        return self._busy.is_set() or not self._requests.empty()
+
+    def _run(self) -> None:
+        self.context.enter_thread()
+        while True:
+            request = self._requests.get()
+            if request is None:
+                return
+            step, weights = request
+            self._busy.set()
+            try:
+                if weights:
+                    self.tester_model.load_state_dict(weights)
+                else:
+                    self.sync_from_learner()
+                result = self.evaluate(step=step)
+                self._record(result)
+            except EvaluationAborted:
+                return
+            except BaseException as exc:
+                self.context.report_error(exc)
+                return
+            finally:
+                self._busy.clear()
+
+    def _record(self, result: EvaluationResult) -> None:
+        self.results.append(result)
+        if self.best is None or result.mean_return > self.best.mean_return:
+            self.best = result
+        sink = self.context.metrics
+        sink.scalar("eval/mean_return", result.mean_return, result.step)
+        sink.scalar("eval/mean_score", result.mean_score, result.step)
+        sink.scalar("eval/win_rate", result.win_rate, result.step)
+        sink.scalar("eval/mean_length", result.mean_length, result.step)
+        if self.on_result is not None:
+            self.on_result(result)
+
+    def stop(self, timeout: float = 30.0, *, abort: bool = False) -> None:
+        """Stop the thread after the queued evaluations (or at once with `abort`)."""
+        if abort:
+            while True:
+                try:
+                    self._requests.get_nowait()
+                except queue.Empty:
+                    break
+            self._abort.set()
+        if self._thread is not None:
+            self._requests.put(None)
+            self._thread.join(timeout)
+            self._thread = None
+        self._abort.clear()
+
+    def close(self) -> None:
+        """Stop the thread and close the envs."""
+        self.stop(abort=True)
+        self._close_env()
