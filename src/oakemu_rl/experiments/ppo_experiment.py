@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 import yaml
 
@@ -43,7 +40,15 @@ from ..runtime.context import RuntimeContext
 from ..runtime.metrics import ConsoleSink, MemorySink, MetricsSink, MultiSink, TensorBoardSink
 from ..runtime.rollback import RollbackController
 from ..runtime.thread_safe_model import ThreadSafeModel
-from .dqn_experiment import CONFIG_NAME, SUMMARY_NAME, RunError, game_key, resolve_device
+from .run_directory import (
+    CONFIG_NAME,
+    SUMMARY_NAME,
+    RunError,
+    jsonable,
+    new_run_dir,
+    write_atomic,
+)
+from .torch_setup import configure_torch_threads, resolve_device
 
 if TYPE_CHECKING:
     from ..envs.multi_env import OakEmuMultiEnv
@@ -62,14 +67,7 @@ EnvFactory = Callable[[], "OakEmuMultiEnv"]
 
 def default_ppo_run_dir(config: PPOExperimentConfiguration, root: str | Path = "runs") -> Path:
     """runs/<game>-ppo-<date>-<time>[-n]."""
-    name = config.run_name or f"{game_key(config.game)}-ppo-{time.strftime('%Y%m%d-%H%M%S')}"
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-    path = Path(root) / name
-    n = 1
-    while path.exists():
-        n += 1
-        path = Path(root) / f"{name}-{n}"
-    return path
+    return new_run_dir(config.game, "ppo", config.run_name, root)
 
 
 def read_algo(path: str | Path) -> str:
@@ -89,15 +87,7 @@ def read_algo(path: str | Path) -> str:
 
 def configure_ppo_torch_threads(config: PPOExperimentConfiguration, workers: int) -> int:
     """Set torch's thread count so the emulator workers and torch share the cores."""
-    threads = config.torch_threads
-    if threads == 0:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # pragma: no cover
-            cores = os.cpu_count() or 1
-        threads = max(1, cores - workers)
-    torch.set_num_threads(threads)
-    return threads
+    return configure_torch_threads(config.torch_threads, workers)
 
 
 def build_ppo_model(
@@ -115,25 +105,6 @@ def build_ppo_model(
         input_scale=m.input_scale,
         allowed_actions=config.env.allowed_actions,
     )
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 def _crossed(previous: int, current: int, every: int) -> bool:
@@ -221,7 +192,7 @@ class PPOExperiment:
             if checkpoint is None:
                 raise RunError(f"--resume: {run_dir} has no valid checkpoint to resume from")
         run_dir.mkdir(parents=True, exist_ok=True)
-        _write_atomic(run_dir / CONFIG_NAME, config.to_yaml())
+        write_atomic(run_dir / CONFIG_NAME, config.to_yaml())
 
         sinks: list[MetricsSink] = [self.memory]
         self.tensorboard_dir = run_dir / "tb"
@@ -487,9 +458,7 @@ class PPOExperiment:
                 if self.tester.best is None or final.mean_return > self.tester.best.mean_return:
                     self.tester.best = final
             self.summary = self._summary(baseline, final, start_steps, session_time)
-            _write_atomic(
-                self.run_dir / SUMMARY_NAME, json.dumps(_jsonable(self.summary), indent=2)
-            )
+            write_atomic(self.run_dir / SUMMARY_NAME, json.dumps(jsonable(self.summary), indent=2))
             self._report(baseline, final)
         finally:
             self.close()
