@@ -26,9 +26,9 @@ from ..dqn.reward_shaping import RewardShapingPipeline
 from ..dqn.state_adapter import DQNRestoreMetadata, DQNStateAdapter
 from ..dqn.tester import EvaluationResult, Tester
 from ..dqn.trainer import Trainer, make_multi_env
-from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointManager
+from ..runtime.checkpoints import Checkpoint, CheckpointError
 from ..runtime.context import RuntimeContext
-from ..runtime.metrics import ConsoleSink, MemorySink, MetricsSink, MultiSink, TensorBoardSink
+from ..runtime.metrics import MemorySink
 from ..runtime.rollback import RollbackController
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .run_directory import (
@@ -37,7 +37,9 @@ from .run_directory import (
     RunError,
     game_key,
     jsonable,
+    load_run_config,
     new_run_dir,
+    open_run_directory,
     write_atomic,
 )
 from .torch_setup import configure_torch_threads, resolve_device
@@ -167,14 +169,7 @@ class DQNExperiment:
     ) -> DQNExperiment:
         """Resume the run in `run_dir` (its config, optionally with a new step budget)."""
         run_dir = Path(run_dir)
-        if not run_dir.is_dir():
-            raise RunError(f"--resume: {run_dir} is not a directory")
-        config_path = run_dir / CONFIG_NAME
-        if not config_path.is_file():
-            raise RunError(f"--resume: {run_dir} is not a run directory (no {CONFIG_NAME})")
-        config = DQNExperimentConfiguration.from_yaml(config_path)
-        if total_steps is not None:
-            config = config.with_overrides(total_steps=total_steps)
+        config = load_run_config(run_dir, DQNExperimentConfiguration, total_steps)
         return cls(config, run_dir, resume=True, **kwargs)
 
     # -- building -------------------------------------------------------------------------------
@@ -185,33 +180,19 @@ class DQNExperiment:
             return
         config = self.config
         run_dir = self.run_dir
-        self.checkpoints = CheckpointManager(
-            run_dir / "checkpoints",
-            config.checkpoint.keep_last,
-            config.checkpoint.keep_best,
-            warn=lambda text: self._print(f"warning: {text}"),
+        opened = open_run_directory(
+            run_dir,
+            config,
+            resume=self.resume,
+            show_console=self.show_console,
+            memory=self.memory,
+            print_fn=self._print,
         )
-        checkpoint: Checkpoint | None = None
-        if self.resume:
-            checkpoint = self.checkpoints.latest()
-            if checkpoint is None:
-                raise RunError(f"--resume: {run_dir} has no valid checkpoint to resume from")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(run_dir / CONFIG_NAME, config.to_yaml())
-
-        sinks: list[MetricsSink] = [self.memory]
-        self.tensorboard_dir = run_dir / "tb"
-        if config.logging.tensorboard:
-            sinks.append(TensorBoardSink(self.tensorboard_dir))
-        self.console: ConsoleSink | None = None
-        if self.show_console:
-            self.console = ConsoleSink(
-                config.total_steps,
-                interval=config.logging.console_interval_s,
-                initial_step=checkpoint.step if checkpoint else 0,
-            )
-            sinks.append(self.console)
-        self.metrics = MultiSink(sinks)
+        self.checkpoints = opened.checkpoints
+        checkpoint = opened.resume_from
+        self.metrics = opened.metrics
+        self.console = opened.console
+        self.tensorboard_dir = opened.tensorboard_dir
 
         device = resolve_device(config.device)
         torch.manual_seed(config.seed)

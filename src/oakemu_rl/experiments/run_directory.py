@@ -9,10 +9,16 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
+
+from ..runtime.checkpoints import Checkpoint, CheckpointManager
+from ..runtime.config_base import ExperimentConfiguration
+from ..runtime.metrics import ConsoleSink, MemorySink, MetricsSink, MultiSink, TensorBoardSink
 
 CONFIG_NAME = "config.yaml"
 SUMMARY_NAME = "summary.json"
@@ -60,3 +66,100 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
     return value
+
+
+ConfigT = TypeVar("ConfigT", bound=ExperimentConfiguration)
+
+
+class _Logging(Protocol):
+    @property
+    def tensorboard(self) -> bool: ...
+    @property
+    def console(self) -> bool: ...
+    @property
+    def console_interval_s(self) -> float: ...
+
+
+class _Checkpointing(Protocol):
+    @property
+    def keep_last(self) -> int: ...
+    @property
+    def keep_best(self) -> int: ...
+
+
+class RunSettings(Protocol):
+    """What opening a run directory reads from an algorithm's configuration."""
+
+    @property
+    def total_steps(self) -> int: ...
+    @property
+    def logging(self) -> _Logging: ...
+    @property
+    def checkpoint(self) -> _Checkpointing: ...
+    def to_yaml(self) -> str: ...
+
+
+def load_run_config(
+    run_dir: Path, config_type: type[ConfigT], total_steps: int | None = None
+) -> ConfigT:
+    """The configuration of the run in `run_dir` (for `--resume`), optionally with a new
+    step budget; RunError when `run_dir` is not a run directory."""
+    if not run_dir.is_dir():
+        raise RunError(f"--resume: {run_dir} is not a directory")
+    config_path = run_dir / CONFIG_NAME
+    if not config_path.is_file():
+        raise RunError(f"--resume: {run_dir} is not a run directory (no {CONFIG_NAME})")
+    config = config_type.from_yaml(config_path)
+    if total_steps is not None:
+        config = config.with_overrides(total_steps=total_steps)
+    return config
+
+
+@dataclass
+class OpenedRun:
+    """A run directory ready for a run: its checkpoints and where its metrics go."""
+
+    checkpoints: CheckpointManager
+    resume_from: Checkpoint | None
+    metrics: MultiSink
+    console: ConsoleSink | None
+    tensorboard_dir: Path
+
+
+def open_run_directory(
+    run_dir: Path,
+    config: RunSettings,
+    *,
+    resume: bool,
+    show_console: bool,
+    memory: MemorySink,
+    print_fn: Callable[[str], None],
+) -> OpenedRun:
+    """Create (or, with `resume`, reopen) `run_dir`: write the resolved config, open the
+    checkpoint manager and the metrics sinks (memory, TensorBoard, console)."""
+    checkpoints = CheckpointManager(
+        run_dir / "checkpoints",
+        config.checkpoint.keep_last,
+        config.checkpoint.keep_best,
+        warn=lambda text: print_fn(f"warning: {text}"),
+    )
+    checkpoint: Checkpoint | None = None
+    if resume:
+        checkpoint = checkpoints.latest()
+        if checkpoint is None:
+            raise RunError(f"--resume: {run_dir} has no valid checkpoint to resume from")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(run_dir / CONFIG_NAME, config.to_yaml())
+    sinks: list[MetricsSink] = [memory]
+    tensorboard_dir = run_dir / "tb"
+    if config.logging.tensorboard:
+        sinks.append(TensorBoardSink(tensorboard_dir))
+    console: ConsoleSink | None = None
+    if show_console:
+        console = ConsoleSink(
+            config.total_steps,
+            interval=config.logging.console_interval_s,
+            initial_step=checkpoint.step if checkpoint else 0,
+        )
+        sinks.append(console)
+    return OpenedRun(checkpoints, checkpoint, MultiSink(sinks), console, tensorboard_dir)
