@@ -27,10 +27,9 @@ from ..dqn.state_adapter import DQNRestoreMetadata, DQNStateAdapter
 from ..dqn.tester import EvaluationResult, Tester
 from ..dqn.trainer import Trainer, make_multi_env
 from ..runtime.checkpoints import Checkpoint, CheckpointError
-from ..runtime.context import RuntimeContext
-from ..runtime.metrics import MemorySink
 from ..runtime.rollback import RollbackController
 from ..runtime.thread_safe_model import ThreadSafeModel
+from .experiment_base import ExperimentBase
 from .run_directory import (
     CONFIG_NAME,
     SUMMARY_NAME,
@@ -39,7 +38,6 @@ from .run_directory import (
     jsonable,
     load_run_config,
     new_run_dir,
-    open_run_directory,
     write_atomic,
 )
 from .torch_setup import configure_torch_threads, resolve_device
@@ -119,7 +117,7 @@ def build_replay_buffer(
     )
 
 
-class DQNExperiment:
+class DQNExperiment(ExperimentBase[DQNExperimentConfiguration]):
     """One DQN run: threads, checkpoints, evaluation, TensorBoard and summary.
 
     Args:
@@ -132,6 +130,8 @@ class DQNExperiment:
         print_fn: where the run's messages go.
     """
 
+    algo = "dqn"
+
     def __init__(
         self,
         config: DQNExperimentConfiguration,
@@ -143,23 +143,16 @@ class DQNExperiment:
         tester_env_factory: EnvFactory | None = None,
         print_fn: Callable[[str], None] | None = None,
     ) -> None:
-        self.config = config
-        self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config)
-        self.resume = resume
-        self.show_console = config.logging.console if console is None else console
-        self._env_factory = env_factory
-        self._tester_env_factory = tester_env_factory
-        self._print = print_fn or (lambda text: print(text, flush=True))
-        self.run_name = config.run_name or self.run_dir.name
-        self.memory = MemorySink()
+        super().__init__(
+            config,
+            run_dir,
+            resume=resume,
+            console=console,
+            env_factory=env_factory,
+            tester_env_factory=tester_env_factory,
+            print_fn=print_fn,
+        )
         self.restored: DQNRestoreMetadata | None = None
-        self.summary: dict[str, Any] = {}
-        self._manager_lock = threading.Lock()
-        self._built = False
-        self._stop_reason: str | None = None
-        self._last_checkpoint_step: int | None = None
-        self._elapsed_before = 0.0
-        self._session_start = time.monotonic()
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -179,27 +172,8 @@ class DQNExperiment:
         if self._built:
             return
         config = self.config
-        run_dir = self.run_dir
-        opened = open_run_directory(
-            run_dir,
-            config,
-            resume=self.resume,
-            show_console=self.show_console,
-            memory=self.memory,
-            print_fn=self._print,
-        )
-        self.checkpoints = opened.checkpoints
-        checkpoint = opened.resume_from
-        self.metrics = opened.metrics
-        self.console = opened.console
-        self.tensorboard_dir = opened.tensorboard_dir
-
-        device = resolve_device(config.device)
-        torch.manual_seed(config.seed)
-        context: RuntimeContext[DQNExperimentConfiguration] = RuntimeContext(
-            config=config, device=device, run_dir=run_dir, metrics=self.metrics, seed=config.seed
-        )
-        self.context = context
+        context, checkpoint = self._open_run()
+        device = context.device
 
         env = (self._env_factory or (lambda: make_multi_env(config)))()
         self.env = env
@@ -303,18 +277,10 @@ class DQNExperiment:
 
     # -- hooks (actor thread) ----------------------------------------------------------------------
 
-    def elapsed_time(self) -> float:
-        return self._elapsed_before + (time.monotonic() - self._session_start)
-
     def _checkpoint_hook(self, step: int) -> None:
         if self.rollback.check_weights(self.learner_model.parameters(), step):
             return  # non-finite weights were rolled back; do not checkpoint them
         self.save_checkpoint(step)
-
-    def _give_up(self, message: str) -> None:
-        if self._stop_reason is None:
-            self._stop_reason = message
-        self.context.request_stop()
 
     def save_checkpoint(self, step: int, score: float | None = None) -> Checkpoint:
         """Write a checkpoint of the current state (call on the actor thread or when stopped).
@@ -459,14 +425,6 @@ class DQNExperiment:
             self.trainer.run()
         except BaseException as exc:
             self.context.report_error(exc)
-
-    def _previous_baseline(self) -> EvaluationResult | None:
-        summary = self.run_dir / SUMMARY_NAME
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            data = json.loads(summary.read_text())["random_baseline"]
-            if data:
-                return EvaluationResult(**data)
-        return None
 
     def _summary(
         self,

@@ -37,9 +37,9 @@ from ..ppo.tester import EvaluationResult, PPOTester
 from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointManager
 from ..runtime.config_base import ConfigError
 from ..runtime.context import RuntimeContext
-from ..runtime.metrics import MemorySink
 from ..runtime.rollback import RollbackController
 from ..runtime.thread_safe_model import ThreadSafeModel
+from .experiment_base import ExperimentBase
 from .run_directory import (
     CONFIG_NAME,
     SUMMARY_NAME,
@@ -47,7 +47,6 @@ from .run_directory import (
     jsonable,
     load_run_config,
     new_run_dir,
-    open_run_directory,
     write_atomic,
 )
 from .torch_setup import configure_torch_threads, resolve_device
@@ -113,7 +112,7 @@ def _crossed(previous: int, current: int, every: int) -> bool:
     return current // every > previous // every
 
 
-class PPOExperiment:
+class PPOExperiment(ExperimentBase[PPOExperimentConfiguration]):
     """One PPO run: threads, checkpoints, evaluation, automatic rollback, TensorBoard, summary.
 
     Args:
@@ -126,6 +125,8 @@ class PPOExperiment:
         print_fn: where the run's messages go.
     """
 
+    algo = "ppo"
+
     def __init__(
         self,
         config: PPOExperimentConfiguration,
@@ -137,24 +138,17 @@ class PPOExperiment:
         tester_env_factory: EnvFactory | None = None,
         print_fn: Callable[[str], None] | None = None,
     ) -> None:
-        self.config = config
-        self.run_dir = Path(run_dir) if run_dir is not None else default_ppo_run_dir(config)
-        self.resume = resume
-        self.show_console = config.logging.console if console is None else console
-        self._env_factory = env_factory
-        self._tester_env_factory = tester_env_factory
-        self._print = print_fn or (lambda text: print(text, flush=True))
-        self.run_name = config.run_name or self.run_dir.name
-        self.memory = MemorySink()
+        super().__init__(
+            config,
+            run_dir,
+            resume=resume,
+            console=console,
+            env_factory=env_factory,
+            tester_env_factory=tester_env_factory,
+            print_fn=print_fn,
+        )
         self.restored: PPORestoreMetadata | None = None
-        self.summary: dict[str, Any] = {}
-        self._manager_lock = threading.RLock()
-        self._built = False
-        self._stop_reason: str | None = None
-        self._last_checkpoint_step: int | None = None
         self._last_hook_step = 0
-        self._elapsed_before = 0.0
-        self._session_start = time.monotonic()
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -174,27 +168,8 @@ class PPOExperiment:
         if self._built:
             return
         config = self.config
-        run_dir = self.run_dir
-        opened = open_run_directory(
-            run_dir,
-            config,
-            resume=self.resume,
-            show_console=self.show_console,
-            memory=self.memory,
-            print_fn=self._print,
-        )
-        self.checkpoints = opened.checkpoints
-        checkpoint = opened.resume_from
-        self.metrics = opened.metrics
-        self.console = opened.console
-        self.tensorboard_dir = opened.tensorboard_dir
-
-        device = resolve_device(config.device)
-        torch.manual_seed(config.seed)
-        context: RuntimeContext[PPOExperimentConfiguration] = RuntimeContext(
-            config=config, device=device, run_dir=run_dir, metrics=self.metrics, seed=config.seed
-        )
-        self.context = context
+        context, checkpoint = self._open_run()
+        device = context.device
 
         env = (self._env_factory or (lambda: make_multi_env(config)))()
         self.env = env
@@ -299,16 +274,6 @@ class PPOExperiment:
             self.console.message(text)
         else:
             self._print(text)
-
-    def _give_up(self, message: str) -> None:
-        if self._stop_reason is None:
-            self._stop_reason = message
-        self.context.request_stop()
-
-    # -- hooks (learner thread, between rollouts, actor waiting) --------------------------------
-
-    def elapsed_time(self) -> float:
-        return self._elapsed_before + (time.monotonic() - self._session_start)
 
     def _rollout_hook(self, step: int) -> None:
         previous, self._last_hook_step = self._last_hook_step, step
@@ -450,14 +415,6 @@ class PPOExperiment:
             self.actor.run()
         except BaseException as exc:
             self.context.report_error(exc)
-
-    def _previous_baseline(self) -> EvaluationResult | None:
-        summary = self.run_dir / SUMMARY_NAME
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            data = json.loads(summary.read_text())["random_baseline"]
-            if data:
-                return EvaluationResult(**data)
-        return None
 
     def _summary(
         self,
