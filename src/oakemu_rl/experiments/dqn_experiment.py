@@ -131,28 +131,8 @@ class DQNExperiment(ExperimentBase[DQNExperimentConfiguration]):
     """
 
     algo = "dqn"
-
-    def __init__(
-        self,
-        config: DQNExperimentConfiguration,
-        run_dir: str | Path | None = None,
-        *,
-        resume: bool = False,
-        console: bool | None = None,
-        env_factory: EnvFactory | None = None,
-        tester_env_factory: EnvFactory | None = None,
-        print_fn: Callable[[str], None] | None = None,
-    ) -> None:
-        super().__init__(
-            config,
-            run_dir,
-            resume=resume,
-            console=console,
-            env_factory=env_factory,
-            tester_env_factory=tester_env_factory,
-            print_fn=print_fn,
-        )
-        self.restored: DQNRestoreMetadata | None = None
+    restored: DQNRestoreMetadata | None = None
+    """What a resumed run restored (None for a new run)."""
 
     # -- loading ------------------------------------------------------------------------------
 

@@ -126,29 +126,9 @@ class PPOExperiment(ExperimentBase[PPOExperimentConfiguration]):
     """
 
     algo = "ppo"
-
-    def __init__(
-        self,
-        config: PPOExperimentConfiguration,
-        run_dir: str | Path | None = None,
-        *,
-        resume: bool = False,
-        console: bool | None = None,
-        env_factory: EnvFactory | None = None,
-        tester_env_factory: EnvFactory | None = None,
-        print_fn: Callable[[str], None] | None = None,
-    ) -> None:
-        super().__init__(
-            config,
-            run_dir,
-            resume=resume,
-            console=console,
-            env_factory=env_factory,
-            tester_env_factory=tester_env_factory,
-            print_fn=print_fn,
-        )
-        self.restored: PPORestoreMetadata | None = None
-        self._last_hook_step = 0
+    restored: PPORestoreMetadata | None = None
+    """What a resumed run restored (None for a new run)."""
+    _last_hook_step = 0
 
     # -- loading ------------------------------------------------------------------------------
 
