@@ -143,3 +143,20 @@ def test_bf16_learner_trains_close_to_fp32(tmp_path: Path) -> None:
         other = bf16["weights"][name]
         assert other.dtype == torch.float32
         assert torch.allclose(tensor, other, atol=5e-3), name
+
+
+def test_submitted_jobs_run_on_the_prefetch_thread_and_report_errors(tmp_path: Path) -> None:
+    prefetcher = make_learner(True, {}, tmp_path).prefetcher
+    assert prefetcher.submit(threading.current_thread).result() is threading.current_thread()
+    prefetcher.start()
+    try:
+        ran_on = prefetcher.submit(threading.current_thread).result(timeout=10)
+        assert ran_on.name == "batch-prefetch"
+
+        def broken() -> None:
+            raise ValueError("job failed")
+
+        with pytest.raises(ValueError, match="job failed"):
+            prefetcher.submit(broken).result(timeout=10)
+    finally:
+        prefetcher.close()

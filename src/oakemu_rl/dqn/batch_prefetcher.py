@@ -19,15 +19,19 @@ The result is exactly what the learner would compute itself:
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
 from ..runtime.context import RuntimeContext
 from .replay_buffer import ReplayBatch, ReplayBuffer
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -127,6 +131,7 @@ class BatchPrefetcher:
         self._error: BaseException | None = None
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._jobs: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
 
     # -- the learner's side ----------------------------------------------------------------
 
@@ -222,14 +227,47 @@ class BatchPrefetcher:
             error, self._error = self._error, None
             raise RuntimeError(f"batch prefetch failed: {error}") from error
 
+    def submit(self, job: Callable[[], T]) -> Future[T]:
+        """Run `job` on the prefetch thread (before a batch requested later); without a
+        running thread, run it now. The learner uses it for work that can overlap its own
+        forward pass, such as double DQN's online Q values of the next observations."""
+        future: Future[T] = Future()
+        with self._cond:
+            if self._thread is not None and not self._closed:
+                self._jobs.append((job, future))
+                self._cond.notify_all()
+                return future
+        try:
+            future.set_result(job())
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+    def _run_jobs(self) -> None:
+        while True:
+            with self._cond:
+                if not self._jobs:
+                    return
+                job, future = self._jobs.popleft()
+            try:
+                future.set_result(job())
+            except BaseException as exc:  # handed to whoever waits on the future
+                future.set_exception(exc)
+
     def _run(self) -> None:
         self.context.enter_thread(self.threads)
         while True:
+            self._run_jobs()
             with self._cond:
-                while self._requested is None and not self._closed:
+                while self._requested is None and not self._jobs and not self._closed:
                     self._cond.wait(0.1)
+                if self._jobs and not self._closed:
+                    continue
                 beta = self._requested
                 if self._closed or beta is None:
+                    for _, future in self._jobs:
+                        future.cancel()
+                    self._jobs.clear()
                     return
                 self._requested = None
                 self._busy = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any
 
@@ -188,6 +189,11 @@ class Learner:
         next_obs, weights = prepared.next_observations, prepared.weights
 
         device = obs.device
+        online_next: Future[torch.Tensor] | None = None
+        if cfg.double_dqn and self.prefetch_enabled:
+            # Same weights, read only: the prefetch thread computes the next observations'
+            # online Q values while this thread runs the forward pass that needs gradients.
+            online_next = self.prefetcher.submit(lambda: self._online_q_values(next_obs))
         with autocast(device, self.bf16):
             q_values = self.model(obs).float()
         q_taken = q_values.gather(1, actions.unsqueeze(1)).squeeze(1)
@@ -196,9 +202,12 @@ class Learner:
             if target_q is None or prepared.target_version != self.target.version:
                 target_q, _ = self.target.q_values(next_obs)
             if cfg.double_dqn:
-                with autocast(device, self.bf16):
-                    online_next = self.model(next_obs).float()
-                next_actions = self.action_masker.mask(online_next).argmax(dim=1)
+                online_q = (
+                    online_next.result()
+                    if online_next is not None
+                    else self._online_q_values(next_obs)
+                )
+                next_actions = self.action_masker.mask(online_q).argmax(dim=1)
             else:
                 next_actions = self.action_masker.mask(target_q).argmax(dim=1)
             next_q = target_q.gather(1, next_actions.unsqueeze(1)).squeeze(1)
@@ -230,6 +239,12 @@ class Learner:
             "q": float(q_taken.detach().mean()),
             "td": float(np.abs(td).mean()),
         }
+
+    @torch.no_grad()
+    def _online_q_values(self, observations: torch.Tensor) -> torch.Tensor:
+        with autocast(observations.device, self.bf16):
+            q_values: torch.Tensor = self.model(observations).float()
+        return q_values
 
     @torch.no_grad()
     def _update_target(self) -> None:
