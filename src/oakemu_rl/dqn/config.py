@@ -226,7 +226,7 @@ class DQNExperimentConfiguration(ExperimentConfiguration):
     algo: Literal["dqn"] = Field("dqn", description="The algorithm.")
     game: str = Field("catch", description="Bundled game name, game YAML path, or gym:<id>.")
     total_steps: int = Field(
-        60_000, ge=1, description="Env steps of the run (about 3.5 minutes on catch, 2 cores)."
+        60_000, ge=1, description="Env steps of the run (about 3 minutes on catch, 2 cores)."
     )
     seed: int = Field(0, ge=0, description="Seed of envs, exploration, sampling and weights.")
     device: str = Field("cpu", description="Torch device: cpu, cuda, cuda:N or auto.")
