@@ -105,7 +105,7 @@ def test_prefetching_learner_matches_inline_learner_exactly(
     settings: dict[str, Any], tmp_path: Path
 ) -> None:
     inline = run_updates(make_learner(False, dict(settings), tmp_path), 12, hold_at=7)
-    prefetching_learner = make_learner(True, dict(settings), tmp_path)
+    prefetching_learner = make_learner(True, {**settings, "split_batch": False}, tmp_path)
     prefetched = run_updates(prefetching_learner, 12, hold_at=7)
     assert prefetching_learner.prefetcher.pending is False
     for key in ("weights", "target"):
@@ -160,3 +160,30 @@ def test_submitted_jobs_run_on_the_prefetch_thread_and_report_errors(tmp_path: P
             prefetcher.submit(broken).result(timeout=10)
     finally:
         prefetcher.close()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"double_dqn": False, "target": {"type": "hard", "period": 3}},
+        {"double_dqn": True, "target": {"type": "hard", "period": 4}, "prioritized": True},
+    ],
+    ids=["hard-target", "double-prioritized"],
+)
+def test_split_batch_learner_is_reproducible_and_matches_one_pass(
+    settings: dict[str, Any], tmp_path: Path
+) -> None:
+    # The two parts' gradients add up in .grad: the step is one pass's up to the order of
+    # float sums, and two split runs are bit-identical (two addends commute exactly).
+    inline = run_updates(make_learner(False, dict(settings), tmp_path), 10)
+    split_a = make_learner(True, {**settings, "split_batch": True}, tmp_path)
+    first = run_updates(split_a, 10)
+    second = run_updates(make_learner(True, {**settings, "split_batch": True}, tmp_path), 10)
+    for name, tensor in inline["weights"].items():
+        assert torch.equal(first["weights"][name], second["weights"][name]), name
+        assert torch.allclose(tensor, first["weights"][name], atol=1e-5), name
+        assert not torch.equal(
+            split_a.model.state_dict()[name],
+            make_learner(False, dict(settings), tmp_path).model.state_dict()[name],
+        ), f"{name} did not train"
+    assert inline["rng"] == first["rng"]

@@ -184,6 +184,11 @@ class BatchPrefetcher:
             self._error = None
 
     @property
+    def running(self) -> bool:
+        """Whether the prefetch thread is running."""
+        return self._thread is not None and not self._closed
+
+    @property
     def pending(self) -> bool:
         """Whether a batch is requested, in preparation or prepared."""
         with self._cond:

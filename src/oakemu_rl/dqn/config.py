@@ -108,6 +108,12 @@ class LearnerSettings(_Section):
         description="Sample the next batch and its target-network values on a second thread "
         "while the learner trains on the current one (same results, less time per update).",
     )
+    split_batch: bool = Field(
+        True,
+        description="Split each batch's forward and backward passes between the learner and "
+        "the prefetch thread (needs prefetch; the gradients add up: the same step up to the "
+        "order of float sums).",
+    )
     threads: int = Field(
         0, ge=0, description="Torch threads of the learner thread (0: the run's torch_threads)."
     )

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -18,7 +19,7 @@ from ..runtime.context import RuntimeContext
 from ..runtime.rollback import RollbackController
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .action_masker import ActionMasker
-from .batch_prefetcher import BatchPrefetcher, TargetNetwork, autocast
+from .batch_prefetcher import BatchPrefetcher, PreparedBatch, TargetNetwork, autocast
 from .config import DQNExperimentConfiguration
 from .model import DQNModel
 from .replay_buffer import ReplayBuffer
@@ -160,6 +161,7 @@ class Learner:
         self.last_metrics: dict[str, float] = {}
         self.target_model.requires_grad_(False)
         self.bf16 = self.config.precision == "bf16"
+        self.prioritized = context.config.replay.prioritized
         self.target = TargetNetwork(target_model, bf16=self.bf16)
         self.target.load(self.model.state_dict())
         self.prefetcher = BatchPrefetcher(
@@ -185,6 +187,8 @@ class Learner:
         """One gradient step; returns the loss, mean Q and mean |TD error|."""
         cfg = self.config
         prepared = self.prefetcher.take(self.beta(self._env_steps()))
+        if self.split_enabled and prepared.observations.shape[0] >= 2:
+            return self._split_update(prepared)
         obs, actions = prepared.observations, prepared.actions
         next_obs, weights = prepared.next_observations, prepared.weights
 
@@ -225,20 +229,76 @@ class Learner:
 
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
-        nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+        return self._step(float(loss.detach()), q_taken.detach(), td)
+
+    def _step(self, loss: float, q_taken: torch.Tensor, td: npt.NDArray[Any]) -> dict[str, float]:
+        """Clip the gradients, take the optimizer step, update the target; the metrics."""
+        nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
         with self.learner_model.update():
             self.optimizer.step()
         self.updates += 1
-
         self._update_target()
         if self.model.noisy:
             self.model.reset_noise()
             self.target_model.reset_noise()
-        return {
-            "loss": float(loss.detach()),
-            "q": float(q_taken.detach().mean()),
-            "td": float(np.abs(td).mean()),
-        }
+        return {"loss": loss, "q": float(q_taken.mean()), "td": float(np.abs(td).mean())}
+
+    def _split_update(self, prepared: PreparedBatch) -> dict[str, float]:
+        """One gradient step with the batch's forward and backward passes split between
+        this thread and the prefetch thread; their gradients add up in `.grad`.
+
+        The prefetch thread also prepares the next batch, so it takes the smaller part.
+        With two parts the sum is the same in either order (float addition commutes),
+        so runs are reproducible; it differs from one pass over the whole batch only in
+        the order of the sums inside each part.
+        """
+        size = prepared.observations.shape[0]
+        cut = size - max(1, (size * 3) // 8)
+        if prepared.target_q is None or prepared.target_version != self.target.version:
+            prepared.target_q, prepared.target_version = self.target.q_values(
+                prepared.next_observations
+            )
+        if not self.prioritized:
+            # Uniform sampling does not read priorities: prepare the next batch now.
+            self.prefetcher.request(self.beta(self._env_steps()))
+        self.optimizer.zero_grad(set_to_none=True)
+        other = self.prefetcher.submit(lambda: self._part(prepared, cut, size, size))
+        mine = self._part(prepared, 0, cut, size)
+        theirs = other.result()
+        q_taken = torch.cat([mine[0], theirs[0]])
+        td = torch.cat([mine[1], theirs[1]]).cpu().numpy()
+        batch = prepared.batch
+        self._replay_buffer().update_priorities(batch.indices, td, batch.generations)
+        if self.prioritized:
+            self.prefetcher.request(self.beta(self._env_steps()))
+        return self._step(mine[2] + theirs[2], q_taken, td)
+
+    def _part(
+        self, prepared: PreparedBatch, start: int, stop: int, size: int
+    ) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """Forward and backward pass over `prepared[start:stop]`, its loss weighted as a
+        share of a batch of `size`; returns the part's Q values taken, TD errors and loss."""
+        cfg = self.config
+        part = slice(start, stop)
+        obs = prepared.observations[part]
+        actions = prepared.actions[part]
+        with autocast(obs.device, self.bf16):
+            q_values = self.model(obs).float()
+        q_taken = q_values.gather(1, actions.unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            assert prepared.target_q is not None
+            target_q = prepared.target_q[part]
+            if cfg.double_dqn:
+                online_q = self._online_q_values(prepared.next_observations[part])
+                next_actions = self.action_masker.mask(online_q).argmax(dim=1)
+            else:
+                next_actions = self.action_masker.mask(target_q).argmax(dim=1)
+            next_q = target_q.gather(1, next_actions.unsqueeze(1)).squeeze(1)
+            targets = prepared.returns[part] + prepared.discounts[part] * next_q
+        losses = F.huber_loss(q_taken, targets, reduction="none", delta=cfg.huber_delta)
+        loss = (prepared.weights[part] * losses).sum() / size
+        loss.backward()  # type: ignore[no-untyped-call]
+        return q_taken.detach(), (q_taken - targets).detach(), float(loss.detach())
 
     @torch.no_grad()
     def _online_q_values(self, observations: torch.Tensor) -> torch.Tensor:
@@ -274,6 +334,11 @@ class Learner:
     def prefetch_enabled(self) -> bool:
         """Whether the next batch is prepared on the prefetch thread."""
         return self.config.prefetch
+
+    @property
+    def split_enabled(self) -> bool:
+        """Whether each batch's passes are split with the (running) prefetch thread."""
+        return self.config.prefetch and self.config.split_batch and self.prefetcher.running
 
     @property
     def running(self) -> bool:
