@@ -115,14 +115,8 @@ def _crossed(previous: int, current: int, every: int) -> bool:
 class PPOExperiment(ExperimentBase[PPOExperimentConfiguration]):
     """One PPO run: threads, checkpoints, evaluation, automatic rollback, TensorBoard, summary.
 
-    Args:
-        config: the run's configuration.
-        run_dir: where the run's files go (default: runs/<game>-ppo-<time>).
-        resume: continue the run in `run_dir` from its newest valid checkpoint.
-        console: show the progress display (default: `config.logging.console`).
-        env_factory: builds the training multi-env (default: from the config).
-        tester_env_factory: builds the tester's multi-env (default: from the config).
-        print_fn: where the run's messages go.
+    Takes the arguments of `ExperimentBase` (config, run_dir, resume, console, env
+    factories, print_fn).
     """
 
     algo = "ppo"
