@@ -126,7 +126,7 @@ class DQNExperiment(ExperimentBase[DQNExperimentConfiguration]):
 
     algo = "dqn"
     restored: DQNRestoreMetadata | None = None
-    """What a resumed run restored (None for a new run)."""
+    tester: Tester
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -383,12 +383,7 @@ class DQNExperiment(ExperimentBase[DQNExperimentConfiguration]):
         if config.tester.enabled and not interrupted:
             self.tester.sync_from_learner()
             final = self.tester.evaluate(config.tester.final_episodes, step=trainer.steps)
-            self.metrics.scalar("eval/final_mean_return", final.mean_return, trainer.steps)
-            self.metrics.scalar("eval/final_mean_score", final.mean_score, trainer.steps)
-            with self._manager_lock, contextlib.suppress(CheckpointError, OSError):
-                self.checkpoints.set_score(trainer.steps, final.mean_return)
-            if self.tester.best is None or final.mean_return > self.tester.best.mean_return:
-                self.tester.best = final
+            self._record_final_evaluation(final, trainer.steps)
         self.summary = self._summary(baseline, final, start_steps, session_time)
         write_atomic(self.run_dir / SUMMARY_NAME, json.dumps(jsonable(self.summary), indent=2))
         self._report(baseline, final)
@@ -407,44 +402,23 @@ class DQNExperiment(ExperimentBase[DQNExperimentConfiguration]):
         start_steps: int,
         session_time: float,
     ) -> dict[str, Any]:
-        trainer, latest = self.trainer, self.memory.snapshot()
-        with self._manager_lock:
-            last = self.checkpoints.latest()
-            best = self.checkpoints.best()
-        best_eval = self.tester.best
-        steps_this_session = trainer.steps - start_steps
-        return {
-            "run_name": self.run_name,
-            "algo": "dqn",
-            "game": self.config.game,
-            "run_dir": str(self.run_dir.resolve()),
-            "tensorboard_dir": str(self.tensorboard_dir.resolve()),
-            "stop_reason": self._stop_reason,
-            "steps": trainer.steps,
-            "total_steps": self.config.total_steps,
-            "resumed_from_step": self.restored.step if self.restored else None,
-            "elapsed_s": self.elapsed_time(),
-            "session_s": session_time,
-            "env_steps_per_s": steps_this_session / max(session_time, 1e-9),
-            "updates": self.learner.updates,
+        trainer = self.trainer
+        return self._summary_fields(
+            steps=trainer.steps,
+            start_steps=start_steps,
+            session_time=session_time,
+            updates=self.learner.updates,
+            episodes=(
+                trainer.total_episodes,
+                trainer.total_wins,
+                trainer.total_losses,
+                trainer.total_truncated,
+            ),
+            baseline=baseline,
+            final=final,
+        ) | {
             "replay_size": len(trainer.replay_buffer),
-            "episodes": trainer.total_episodes,
-            "wins": trainer.total_wins,
-            "losses": trainer.total_losses,
-            "truncated": trainer.total_truncated,
             "epsilon": trainer.policy.get_exploration_value(trainer.steps),
-            "train_mean_return": latest.get("episode/return_mean"),
-            "random_baseline": baseline.to_dict() if baseline else None,
-            "total_rollbacks": self.rollback.total_rollbacks,
-            "rollbacks": list(self.rollback.history),
-            "final_eval": final.to_dict() if final else None,
-            "best_eval": best_eval.to_dict() if best_eval else None,
-            "evaluations": [r.to_dict() for r in self.tester.results],
-            "checkpoints": {
-                "latest": str(last.path) if last else None,
-                "best": str(best.path) if best else None,
-            },
-            "torch_threads": self.torch_threads,
         }
 
     def _report(self, baseline: EvaluationResult | None, final: EvaluationResult | None) -> None:

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 import torch
 
-from ..runtime.checkpoints import Checkpoint, CheckpointManager
+from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointManager
 from ..runtime.config_base import ExperimentConfiguration
 from ..runtime.context import RuntimeContext
 from ..runtime.metrics import ConsoleSink, MemorySink, MultiSink
-from ..runtime.tester import EvaluationResult
+from ..runtime.rollback import RollbackController
+from ..runtime.tester import EvaluationResult, TesterBase
 from .run_directory import SUMMARY_NAME, RunSettings, new_run_dir, open_run_directory
 from .torch_setup import resolve_device
 
@@ -46,7 +47,13 @@ class ExperimentBase(Generic[ConfigT]):
     """
 
     algo = "base"
-    """The algorithm's name in run-directory names."""
+    """The algorithm's name in run-directory names and summaries."""
+    restored: _Restored | None = None
+    """What a resumed run restored (None for a new run)."""
+    # Built by the algorithm's experiment:
+    tester: TesterBase[Any]
+    rollback: RollbackController
+    torch_threads: int
 
     def __init__(
         self,
@@ -124,6 +131,66 @@ class ExperimentBase(Generic[ConfigT]):
             self._stop_reason = message
         self.context.request_stop()
 
+    def _record_final_evaluation(self, final: EvaluationResult, step: int) -> None:
+        """Log the final evaluation, score the checkpoint of `step` with it and keep it as
+        the tester's best when it is."""
+        self.metrics.scalar("eval/final_mean_return", final.mean_return, step)
+        self.metrics.scalar("eval/final_mean_score", final.mean_score, step)
+        with self._manager_lock, contextlib.suppress(CheckpointError, OSError):
+            self.checkpoints.set_score(step, final.mean_return)
+        if self.tester.best is None or final.mean_return > self.tester.best.mean_return:
+            self.tester.best = final
+
+    def _summary_fields(
+        self,
+        *,
+        steps: int,
+        start_steps: int,
+        session_time: float,
+        updates: int,
+        episodes: tuple[int, int, int, int],
+        baseline: EvaluationResult | None,
+        final: EvaluationResult | None,
+    ) -> dict[str, Any]:
+        """The `summary.json` fields every algorithm writes; `episodes` is (episodes,
+        wins, losses, truncated). The algorithm's experiment adds its own."""
+        with self._manager_lock:
+            last = self.checkpoints.latest()
+            best = self.checkpoints.best()
+        best_eval = self.tester.best
+        total, wins, losses, truncated = episodes
+        return {
+            "run_name": self.run_name,
+            "algo": self.algo,
+            "game": self._settings(self.config).game,
+            "run_dir": str(self.run_dir.resolve()),
+            "tensorboard_dir": str(self.tensorboard_dir.resolve()),
+            "stop_reason": self._stop_reason,
+            "steps": steps,
+            "total_steps": self._settings(self.config).total_steps,
+            "resumed_from_step": self.restored.step if self.restored else None,
+            "elapsed_s": self.elapsed_time(),
+            "session_s": session_time,
+            "env_steps_per_s": (steps - start_steps) / max(session_time, 1e-9),
+            "updates": updates,
+            "episodes": total,
+            "wins": wins,
+            "losses": losses,
+            "truncated": truncated,
+            "train_mean_return": self.memory.snapshot().get("episode/return_mean"),
+            "random_baseline": baseline.to_dict() if baseline else None,
+            "total_rollbacks": self.rollback.total_rollbacks,
+            "rollbacks": list(self.rollback.history),
+            "final_eval": final.to_dict() if final else None,
+            "best_eval": best_eval.to_dict() if best_eval else None,
+            "evaluations": [r.to_dict() for r in self.tester.results],
+            "checkpoints": {
+                "latest": str(last.path) if last else None,
+                "best": str(best.path) if best else None,
+            },
+            "torch_threads": self.torch_threads,
+        }
+
     def _previous_baseline(self) -> EvaluationResult | None:
         """The random-policy baseline of an earlier session of this run, if it has one."""
         summary = self.run_dir / SUMMARY_NAME
@@ -132,6 +199,11 @@ class ExperimentBase(Generic[ConfigT]):
             if data:
                 return EvaluationResult(**data)
         return None
+
+
+class _Restored(Protocol):
+    @property
+    def step(self) -> int: ...
 
 
 class _RunConfig(RunSettings, Protocol):

@@ -121,7 +121,7 @@ class PPOExperiment(ExperimentBase[PPOExperimentConfiguration]):
 
     algo = "ppo"
     restored: PPORestoreMetadata | None = None
-    """What a resumed run restored (None for a new run)."""
+    tester: PPOTester
     _last_hook_step = 0
 
     # -- loading ------------------------------------------------------------------------------
@@ -371,12 +371,7 @@ class PPOExperiment(ExperimentBase[PPOExperimentConfiguration]):
             if config.tester.enabled and not interrupted:
                 self.tester.sync_from_learner()
                 final = self.tester.evaluate(config.tester.final_episodes, step=actor.steps)
-                self.metrics.scalar("eval/final_mean_return", final.mean_return, actor.steps)
-                self.metrics.scalar("eval/final_mean_score", final.mean_score, actor.steps)
-                with self._manager_lock, contextlib.suppress(CheckpointError, OSError):
-                    self.checkpoints.set_score(actor.steps, final.mean_return)
-                if self.tester.best is None or final.mean_return > self.tester.best.mean_return:
-                    self.tester.best = final
+                self._record_final_evaluation(final, actor.steps)
             self.summary = self._summary(baseline, final, start_steps, session_time)
             write_atomic(self.run_dir / SUMMARY_NAME, json.dumps(jsonable(self.summary), indent=2))
             self._report(baseline, final)
@@ -397,43 +392,22 @@ class PPOExperiment(ExperimentBase[PPOExperimentConfiguration]):
         start_steps: int,
         session_time: float,
     ) -> dict[str, Any]:
-        actor, latest = self.actor, self.memory.snapshot()
-        with self._manager_lock:
-            last = self.checkpoints.latest()
-            best = self.checkpoints.best()
-        best_eval = self.tester.best
-        steps_this_session = actor.steps - start_steps
-        return {
-            "run_name": self.run_name,
-            "algo": "ppo",
-            "game": self.config.game,
-            "run_dir": str(self.run_dir.resolve()),
-            "tensorboard_dir": str(self.tensorboard_dir.resolve()),
-            "stop_reason": self._stop_reason,
-            "steps": actor.steps,
-            "total_steps": self.config.total_steps,
-            "resumed_from_step": self.restored.step if self.restored else None,
-            "elapsed_s": self.elapsed_time(),
-            "session_s": session_time,
-            "env_steps_per_s": steps_this_session / max(session_time, 1e-9),
-            "updates": self.learner.updates,
+        actor = self.actor
+        return self._summary_fields(
+            steps=actor.steps,
+            start_steps=start_steps,
+            session_time=session_time,
+            updates=self.learner.updates,
+            episodes=(
+                actor.total_episodes,
+                actor.total_wins,
+                actor.total_losses,
+                actor.total_truncated,
+            ),
+            baseline=baseline,
+            final=final,
+        ) | {
             "rollouts": self.learner.rollouts,
-            "episodes": actor.total_episodes,
-            "wins": actor.total_wins,
-            "losses": actor.total_losses,
-            "truncated": actor.total_truncated,
-            "total_rollbacks": self.rollback.total_rollbacks,
-            "rollbacks": list(self.rollback.history),
-            "train_mean_return": latest.get("episode/return_mean"),
-            "random_baseline": baseline.to_dict() if baseline else None,
-            "final_eval": final.to_dict() if final else None,
-            "best_eval": best_eval.to_dict() if best_eval else None,
-            "evaluations": [r.to_dict() for r in self.tester.results],
-            "checkpoints": {
-                "latest": str(last.path) if last else None,
-                "best": str(best.path) if best else None,
-            },
-            "torch_threads": self.torch_threads,
         }
 
     def _report(self, baseline: EvaluationResult | None, final: EvaluationResult | None) -> None:
