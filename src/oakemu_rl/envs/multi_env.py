@@ -70,7 +70,7 @@ import signal
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -302,6 +302,7 @@ class OakEmuMultiEnv:
         n = num_envs
         self._state = [_IDLE] * n
         self._needs_reset = [True] * n
+        self._holding = 0  # `batch` blocks open: commands wait for the end of the block
         self._next_slot = [0] * n
         self._obs_slot = [-1] * n
         self._reset_args: list[tuple[int | None, bytes | None]] = [(None, None)] * n
@@ -492,6 +493,19 @@ class OakEmuMultiEnv:
         for env_id in range(self.num_envs):
             self.submit_reset(env_id, None if states is None else states[env_id])
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Hold back the commands submitted in the block and send them when it ends, one
+        message per worker: an actor that submits many envs' actions at once (after one
+        batched inference) wakes each worker once instead of once per command."""
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
+            if not self._holding and not self.closed:
+                self.flush()
+
     def flush(self) -> None:
         """Send submitted commands that are still held back (`poll` does this too)."""
         for w in self._workers:
@@ -608,7 +622,7 @@ class OakEmuMultiEnv:
         # at once. One with more has work queued, so the command waits for the
         # next poll or flush, which sends all that was submitted in between as one
         # message: one wake-up of the worker instead of several.
-        if w.load < 2:
+        if w.load < 2 and not self._holding:
             self._flush_worker(w)
 
     def _flush_worker(self, w: _Worker) -> None:

@@ -14,9 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-
 from ..dqn.config import DQNExperimentConfiguration
 from ..dqn.learner import Learner, ReplayRatioGate
 from ..dqn.model import DQNModel
@@ -40,7 +37,7 @@ from .run_directory import (
     new_run_dir,
     write_atomic,
 )
-from .torch_setup import configure_torch_threads, resolve_device
+from .torch_setup import build_optimizer, configure_torch_threads, resolve_device
 
 if TYPE_CHECKING:
     from ..envs.multi_env import OakEmuMultiEnv
@@ -81,15 +78,6 @@ def build_model(
         noisy=m.noisy,
         noisy_sigma0=m.noisy_sigma0,
     )
-
-
-def build_optimizer(model: nn.Module, learning_rate: float, eps: float) -> torch.optim.Adam:
-    """Adam over `model`'s parameters: torch's fused kernel where the device has one (one
-    pass over all parameters instead of a kernel per tensor and step), else foreach."""
-    try:
-        return torch.optim.Adam(model.parameters(), lr=learning_rate, eps=eps, fused=True)
-    except (RuntimeError, ValueError):  # no fused Adam for this device in this torch
-        return torch.optim.Adam(model.parameters(), lr=learning_rate, eps=eps)
 
 
 def frame_stack_of(config: DQNExperimentConfiguration, observation_shape: tuple[int, ...]) -> int:

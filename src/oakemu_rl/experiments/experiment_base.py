@@ -24,7 +24,7 @@ from ..runtime.metrics import ConsoleSink, MemorySink, MultiSink
 from ..runtime.rollback import RollbackController
 from ..runtime.tester import EvaluationResult, TesterBase
 from .run_directory import SUMMARY_NAME, RunSettings, new_run_dir, open_run_directory
-from .torch_setup import resolve_device
+from .torch_setup import resolve_device, retain_freed_memory
 
 if TYPE_CHECKING:
     from ..envs.multi_env import OakEmuMultiEnv
@@ -111,6 +111,7 @@ class ExperimentBase(Generic[ConfigT]):
         self.console: ConsoleSink | None = opened.console
         self.tensorboard_dir = opened.tensorboard_dir
         torch.manual_seed(settings.seed)
+        retain_freed_memory()
         context: RuntimeContext[ConfigT] = RuntimeContext(
             config=self.config,
             device=resolve_device(settings.device),

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
 import yaml
 
 from ..ppo.actor import PPOActor, make_multi_env
@@ -49,7 +48,7 @@ from .run_directory import (
     new_run_dir,
     write_atomic,
 )
-from .torch_setup import configure_torch_threads, resolve_device
+from .torch_setup import build_optimizer, configure_torch_threads, resolve_device
 
 if TYPE_CHECKING:
     from ..envs.multi_env import OakEmuMultiEnv
@@ -161,10 +160,8 @@ class PPOExperiment(ExperimentBase[PPOExperimentConfiguration]):
         self.actor_model.requires_grad_(False)
         self.tester_model.requires_grad_(False)
         self.container: ThreadSafeModel[PPOModel] = ThreadSafeModel(self.learner_model)
-        self.optimizer = torch.optim.Adam(
-            self.learner_model.parameters(),
-            lr=config.ppo.learning_rate,
-            eps=config.ppo.adam_eps,
+        self.optimizer = build_optimizer(
+            self.learner_model, config.ppo.learning_rate, config.ppo.adam_eps
         )
         self.rollout_buffer = RolloutBuffer(
             config.ppo.rollout_steps, config.env.num_envs, shape, dtype, device
@@ -224,6 +221,7 @@ class PPOExperiment(ExperimentBase[PPOExperimentConfiguration]):
         if checkpoint is not None:
             self._restore(checkpoint)
         self.learner.rollout_hooks.append(self._rollout_hook)
+        self.actor.hand_off_waits = self._hook_saves
         self._built = True
 
     def _restore(self, checkpoint: Checkpoint) -> None:
@@ -249,11 +247,20 @@ class PPOExperiment(ExperimentBase[PPOExperimentConfiguration]):
         else:
             self._print(text)
 
+    def _hook_evaluates(self, step: int) -> bool:
+        """Whether the rollout hook at `step` requests an evaluation."""
+        tester = self.config.tester
+        return tester.enabled and _crossed(self._last_hook_step, step, tester.every_steps)
+
+    def _hook_saves(self, step: int) -> bool:
+        """Whether the rollout hook at `step` writes a checkpoint (the actor, when it
+        overlaps collection with training, waits for such rollouts)."""
+        every = self.config.checkpoint.every_steps
+        return self._hook_evaluates(step) or _crossed(self._last_hook_step, step, every)
+
     def _rollout_hook(self, step: int) -> None:
-        previous, self._last_hook_step = self._last_hook_step, step
-        config = self.config
-        evaluate = config.tester.enabled and _crossed(previous, step, config.tester.every_steps)
-        save = evaluate or _crossed(previous, step, config.checkpoint.every_steps)
+        evaluate, save = self._hook_evaluates(step), self._hook_saves(step)
+        self._last_hook_step = step
         if not save:
             return
         if self.rollback.check_weights(self.learner_model.parameters(), step):

@@ -73,6 +73,12 @@ class PPOActor:
     the rollout and released it through the RolloutHandshake; then every waiting env
     gets an action from the new weights.
 
+    With `ppo.overlap_collection`, the envs do not wait for the learner: the full
+    buffer is handed over and the actor goes on filling a second one with the weights
+    it has, taking the new weights as soon as the learner releases the rollout. It
+    waits only when the next rollout is full before the learner is done, and for
+    rollouts that `hand_off_waits` names (the experiment's checkpoint steps).
+
     It does not inherit from Agent: PPO needs (action, log_prob, value) per step,
     so actions come from one `PPOModel.get_action_bundle` call per batch of ready
     envs (`_select_actions`). It composes EpisodeMetrics and EnvLifecycle instead.
@@ -135,6 +141,12 @@ class PPOActor:
         self._perf_mark = (time.monotonic(), 0)
         self.env_steps_per_s = 0.0
         self.rollouts_collected = 0
+        self._overlap = config.ppo.overlap_collection
+        self._spare_buffer: RolloutBuffer | None = None
+        self._synced_release = 0
+        #: With overlapping collection: called with the step a rollout ends at; True makes
+        #: the actor wait until the learner releases that rollout (consistent checkpoints).
+        self.hand_off_waits: Callable[[int], bool] | None = None
 
     def _default_env_factory(self) -> OakEmuMultiEnv:
         return make_multi_env(self.config)
@@ -295,6 +307,14 @@ class PPOActor:
         if version is not None:
             self._synced_version = version
 
+    def _sync_released_weights(self) -> None:
+        """Take the learner's weights once it has released a rollout (overlapping mode:
+        between a release and the next hand-over the learner does not change them)."""
+        releases = self.rollout_handshake.releases
+        if releases != self._synced_release:
+            self._synced_release = releases
+            self._sync_weights()
+
     # -- main loop ----------------------------------------------------------------------
 
     def run(self) -> None:
@@ -308,24 +328,28 @@ class PPOActor:
         self.context.enter_thread()
         env = self._open_env()
         stop = self.context.stop_event
-        buffer = self.rollout_buffer
         self._sync_weights()
+        self._synced_release = self.rollout_handshake.releases
         if not self._started:
             self._started = True
             self._trajectory_runtime.discard_active()
-            buffer.reset()
+            self.rollout_buffer.reset()
             self._parked.clear()
             for state in self.lifecycle.states:
                 self._request_reset(env, state)
         self._perf_mark = (time.monotonic(), self._steps)
         try:
             while not stop.is_set() and self._steps < self.total_steps:
+                if self._overlap:
+                    self._sync_released_weights()
                 requests: list[_Request] = []
                 for result in self._poll(env):
                     self._handle(env, result, requests)
                 self._select_actions(env, requests)
-                if buffer.full and not self._hand_off(env):
+                if self.rollout_buffer.full and not self._hand_off(env):
                     break
+            if self._overlap:
+                self.rollout_handshake.wait_for_release()  # the last rollout is trained on
         finally:
             self._close_env()
 
@@ -344,12 +368,29 @@ class PPOActor:
         return results
 
     def _hand_off(self, env: OakEmuMultiEnv) -> bool:
-        """Give the full rollout to the learner, wait, then resume the waiting envs."""
+        """Give the full rollout to the learner, wait (unless collection overlaps training),
+        then resume the waiting envs."""
         self.rollouts_collected += 1
-        if not self.rollout_handshake.submit_and_wait():
-            return False
+        handshake = self.rollout_handshake
+        full = self.rollout_buffer
+        full.end_step = self._steps
+        if not self._overlap:
+            if not handshake.submit_and_wait(rollout=full):
+                return False
+            self._sync_weights()
+        else:
+            if not handshake.wait_for_release():  # the learner is done with the previous one
+                return False
+            self._sync_released_weights()
+            handshake.signal_full(full)
+            if self.hand_off_waits is not None and self.hand_off_waits(self._steps):
+                if not handshake.wait_for_release():
+                    return False
+                self._sync_released_weights()
+            else:
+                spare = self._spare_buffer if self._spare_buffer is not None else full.empty_like()
+                self._spare_buffer, self.rollout_buffer = full, spare
         self.rollout_buffer.reset()
-        self._sync_weights()
         parked, self._parked = self._parked, []
         requests: list[_Request] = []
         for env_id in parked:
@@ -438,17 +479,18 @@ class PPOActor:
         log_probs = bundle.log_probs.float().cpu().numpy()
         values = bundle.values.float().cpu().numpy()
         buffer = self.rollout_buffer
-        for i, request in enumerate(requests):
-            env_id = request.env_id
-            if request.kind == _ACT:
-                action = int(actions[i])
-                buffer.add_action(env_id, self._batch_obs[i], action, log_probs[i], values[i])
-                self.lifecycle[env_id].last_action = action
-                env.submit(env_id, action)
-            elif request.kind == _BOOTSTRAP:
-                buffer.set_last_value(env_id, float(values[i]))
-            else:
-                buffer.set_truncation_value(env_id, request.row, float(values[i]))
+        with env.batch():  # one message per worker for the whole batch
+            for i, request in enumerate(requests):
+                env_id = request.env_id
+                if request.kind == _ACT:
+                    action = int(actions[i])
+                    buffer.add_action(env_id, self._batch_obs[i], action, log_probs[i], values[i])
+                    self.lifecycle[env_id].last_action = action
+                    env.submit(env_id, action)
+                elif request.kind == _BOOTSTRAP:
+                    buffer.set_last_value(env_id, float(values[i]))
+                else:
+                    buffer.set_truncation_value(env_id, request.row, float(values[i]))
 
     def _end_episode(self, env: OakEmuMultiEnv, state: EnvironmentState, outcome: str) -> None:
         scalars = self.episode_metrics.record(

@@ -118,6 +118,15 @@ class PPOSettings(_Section):
     reward_clip: float | None = Field(
         None, gt=0, description="Clip scaled rewards to [-reward_clip, reward_clip] (None: off)."
     )
+    overlap_collection: bool = Field(
+        False,
+        description="Collect the next rollout (into a second buffer) while the learner trains "
+        "on the last one, instead of waiting: the envs never stand idle, at the price of a "
+        "policy lag of up to one rollout (the steps collected before the new weights arrive "
+        "come from the previous ones; their stored log-probs keep the clipped ratio right). "
+        "Rollouts that end at a checkpoint or evaluation are still handed over with a wait, "
+        "so every checkpoint is a consistent state.",
+    )
 
 
 class TesterSettings(_Section):

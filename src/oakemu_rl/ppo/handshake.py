@@ -8,6 +8,11 @@
                                    <------  release()
     (returns True) reset, fill again        wait_for_rollout() ...
 
+The actor may also hand over a rollout and go on collecting the next one into
+another buffer while the learner trains (`ppo.overlap_collection`): it then calls
+`signal_full(buffer)` without waiting, and `wait_for_release()` only before it hands
+over the next one. The learner trains on `rollout`, the buffer last handed over.
+
 Either side may stop at any time: `stop()` (or the shared stop event) wakes every
 waiter, whose wait then returns False, and later waits return False at once. A
 `release()` after a stop is harmless. Neither side can therefore be left waiting
@@ -41,6 +46,7 @@ class RolloutHandshake:
         self._submitted = 0
         self._taken = 0
         self._released = 0
+        self._rollout: object | None = None
         self.actor_wait_s = 0.0
         self.learner_wait_s = 0.0
 
@@ -53,6 +59,16 @@ class RolloutHandshake:
     def rollouts(self) -> int:
         """Rollouts handed to the learner so far."""
         return self._submitted
+
+    @property
+    def releases(self) -> int:
+        """Rollouts the learner has released so far."""
+        return self._released
+
+    @property
+    def rollout(self) -> object | None:
+        """The buffer of the rollout last handed over (None when `signal_full` named none)."""
+        return self._rollout
 
     @property
     def training(self) -> bool:
@@ -88,11 +104,12 @@ class RolloutHandshake:
 
     # -- actor side ---------------------------------------------------------------------
 
-    def signal_full(self) -> None:
-        """The buffer is full: hand it to the learner."""
+    def signal_full(self, rollout: object | None = None) -> None:
+        """The buffer is full: hand it (`rollout`, or the learner's own buffer) to the learner."""
         with self._cond:
             if self._released < self._submitted:
                 raise RuntimeError("signal_full: the previous rollout has not been released")
+            self._rollout = rollout
             self._submitted += 1
             self._cond.notify_all()
 
@@ -104,9 +121,9 @@ class RolloutHandshake:
         finally:
             self.actor_wait_s += time.monotonic() - start
 
-    def submit_and_wait(self, timeout: float | None = None) -> bool:
+    def submit_and_wait(self, timeout: float | None = None, rollout: object | None = None) -> bool:
         """`signal_full` then `wait_for_release`."""
-        self.signal_full()
+        self.signal_full(rollout)
         return self.wait_for_release(timeout)
 
     # -- learner side -------------------------------------------------------------------

@@ -56,7 +56,8 @@ class PPOLearner:
         context: the shared runtime context.
         learner_model: the learner model container (weights published to the actor).
         optimizer: Adam over the learner model's parameters.
-        rollout_buffer: the buffer the actor fills.
+        rollout_buffer: the buffer the actor fills (trained on unless the handshake names
+            another: an actor that overlaps collection with training alternates two).
         handshake: hands rollouts over and back.
         env_steps: the actor's step count (for annealing and logging).
         rollback: the rollback controller (optional; set later with `rollback = ...`).
@@ -115,15 +116,20 @@ class PPOLearner:
 
     # -- one rollout ----------------------------------------------------------------------
 
-    def train_on_rollout(self) -> dict[str, float]:
-        """Train on the full rollout buffer; returns the rollout's training metrics."""
+    def train_on_rollout(self, buffer: RolloutBuffer | None = None) -> dict[str, float]:
+        """Train on a full rollout buffer (default: `rollout_buffer`); returns the rollout's
+        training metrics."""
         with self._hold:
-            return self._train()
+            return self._train(buffer if buffer is not None else self.rollout_buffer)
 
-    def _train(self) -> dict[str, float]:
+    def _rollout_step(self, buffer: RolloutBuffer) -> int:
+        """The env step a rollout ends at: recorded at hand-off, so that an actor already
+        collecting the next rollout does not move it (learning rate, logs, hooks)."""
+        return buffer.end_step if buffer.end_step is not None else self._env_steps()
+
+    def _train(self, buffer: RolloutBuffer) -> dict[str, float]:
         s = self.settings
-        step = self._env_steps()
-        buffer = self.rollout_buffer
+        step = self._rollout_step(buffer)
         self._set_lr(self.learning_rate(step))
         buffer.compute_returns_and_advantages(s.gamma, s.gae_lambda)
         model = self.model
@@ -262,8 +268,10 @@ class PPOLearner:
         try:
             while handshake.wait_for_rollout():
                 try:
-                    self.train_on_rollout()
-                    step = self._env_steps()
+                    handed = handshake.rollout
+                    buffer = handed if isinstance(handed, RolloutBuffer) else self.rollout_buffer
+                    self.train_on_rollout(buffer)
+                    step = self._rollout_step(buffer)
                     for hook in self.rollout_hooks:
                         hook(step)
                 finally:

@@ -109,7 +109,19 @@ class RolloutBuffer:
         self.positions = np.zeros(num_envs, dtype=np.int64)
         self._acted = np.zeros(num_envs, dtype=np.bool_)
         self.computed = False
+        #: The actor's step count when it handed this rollout over (None before).
+        self.end_step: int | None = None
         self._flat: tuple[torch.Tensor, ...] | None = None
+
+    def empty_like(self) -> RolloutBuffer:
+        """A new, empty buffer of the same geometry, dtype and device."""
+        return RolloutBuffer(
+            self.num_steps,
+            self.num_envs,
+            self.observation_shape,
+            self.observations.dtype,
+            self.device,
+        )
 
     # -- filling ------------------------------------------------------------------------
 
@@ -198,6 +210,7 @@ class RolloutBuffer:
         self.truncation_values[:] = 0.0
         self.last_values[:] = 0.0
         self.computed = False
+        self.end_step = None
 
     # -- learning -----------------------------------------------------------------------
 
