@@ -9,7 +9,9 @@ a thread that prepares its next batch) and a replay-writer thread, float32 throu
 SB3 runs its default single-env DQN through the Gymnasium registration of the game
 (with torch's default thread count). `--bf16` adds a run of ours with the learner in
 bfloat16 mixed precision (`learner.precision: bf16`), which SB3 does not offer.
-After training, each agent plays the same greedy evaluation episodes.
+After training, each agent plays the same greedy evaluation episodes. Each contender
+trains and plays in a fresh process of its own, so none inherits another's process settings
+(OakEmu-RL's experiments tune the allocator and torch's threads for the whole process).
 
     .venv/bin/python benchmarks/dqn_vs_sb3.py            # both, 30k steps each
     .venv/bin/python benchmarks/dqn_vs_sb3.py --bf16     # and ours in mixed precision
@@ -24,11 +26,13 @@ import argparse
 import importlib.util
 import json
 import math
+import multiprocessing
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +233,31 @@ def report(name: str, result: dict[str, Any]) -> None:
     )
 
 
+def train_and_evaluate(
+    name: str, args: argparse.Namespace, shared: dict[str, Any], run_dir: Path
+) -> dict[str, Any]:
+    """Train one contender and play its evaluation episodes (in a process of its own)."""
+    if name == "sb3":
+        torch.set_num_threads(args.sb3_threads or torch.get_num_threads())
+        trained = run_sb3(args.game, args.steps, args.seed, shared, args.sb3_envs)
+    else:
+        precision = "bf16" if name.endswith("bf16") else "fp32"
+        trained = run_ours(args.game, args.steps, args.seed, run_dir / name, shared, precision)
+    result = {k: v for k, v in trained.items() if k != "act"}
+    result.update(evaluate(args.game, trained["act"], args.eval_episodes))
+    return result
+
+
+def run_isolated(
+    name: str, args: argparse.Namespace, shared: dict[str, Any], run_dir: Path
+) -> dict[str, Any]:
+    """`train_and_evaluate` in a fresh process: no contender inherits another's process
+    settings (torch threads, allocator tuning, warmed caches)."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(train_and_evaluate, name, args, shared, run_dir).result()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", default="catch", help="bundled game (default: catch)")
@@ -257,32 +286,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.batch_size is not None:
         shared["batch_size"] = args.batch_size
     print("shared settings: " + ", ".join(f"{k}={v}" for k, v in shared.items()), flush=True)
-    default_threads = torch.get_num_threads()
     results: dict[str, dict[str, Any]] = {}
-
-    run_dir = Path(tempfile.mkdtemp(prefix="dqn_vs_sb3-"))
-    ours_runs = [("ours", "fp32")] + ([("ours-bf16", "bf16")] if args.bf16 else [])
-    try:
-        for name, precision in ours_runs:
-            print(f"{name}: {args.steps:,} steps on {args.game} ...", flush=True)
-            ours = run_ours(args.game, args.steps, args.seed, run_dir / name, shared, precision)
-            results[name] = {k: v for k, v in ours.items() if k != "act"}
-            results[name].update(evaluate(args.game, ours["act"], args.eval_episodes))
-            report(name, results[name])
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-
+    names = ["ours"] + (["ours-bf16"] if args.bf16 else [])
     if args.skip_sb3:
         print("SB3: skipped (--skip-sb3)")
     elif importlib.util.find_spec("stable_baselines3") is None:
         print("SB3: skipped (stable-baselines3 is not installed: pip install -e '.[bench]')")
     else:
-        print(f"SB3:  {args.steps:,} steps on {args.game} ...", flush=True)
-        torch.set_num_threads(args.sb3_threads or default_threads)
-        sb3 = run_sb3(args.game, args.steps, args.seed, shared, args.sb3_envs)
-        results["sb3"] = {k: v for k, v in sb3.items() if k != "act"}
-        results["sb3"].update(evaluate(args.game, sb3["act"], args.eval_episodes))
-        report("sb3", results["sb3"])
+        names.append("sb3")
+    run_dir = Path(tempfile.mkdtemp(prefix="dqn_vs_sb3-"))
+    try:
+        for name in names:
+            print(f"{name}: {args.steps:,} steps on {args.game} (own process) ...", flush=True)
+            results[name] = run_isolated(name, args, shared, run_dir)
+            report(name, results[name])
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
 
     for result in results.values():
         result["env_steps_per_s"] = result["steps"] / result["train_s"]

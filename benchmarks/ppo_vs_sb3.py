@@ -10,7 +10,8 @@ the same PPO settings (rollout length, epochs, minibatch size, clip ranges, lear
 rate annealed linearly to 0, GAE, coefficients, gradient clipping), the same number of
 envs and the same env-step budget, and one torch thread each. Throughput is env steps
 per second of wall time over the whole training (collection and learning). Each
-trained policy is then evaluated the same way: greedy actions, `--eval-episodes`
+trained policy is then evaluated the same way (each run trains and plays in a fresh
+process of its own): greedy actions, `--eval-episodes`
 episodes played one after another on a fresh env with fixed seeds.
 
 OakEmu-RL steps its envs asynchronously in worker processes (`--workers`, default:
@@ -39,10 +40,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import os
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -197,6 +200,7 @@ def descendant_cpu_s() -> float:
 
 
 def run_ours(args: argparse.Namespace) -> dict[str, Any]:
+    torch.set_num_threads(1)
     env: dict[str, Any] = {
         "num_envs": args.envs,
         "num_workers": args.workers,
@@ -301,6 +305,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_sb3(args: argparse.Namespace) -> dict[str, Any]:
+    torch.set_num_threads(1)
     import gymnasium as gym
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
@@ -459,6 +464,16 @@ def per_seed_table(seeds: list[int], ours: list[dict[str, Any]], sb3: list[dict[
         )
 
 
+def run_isolated(
+    run: Callable[[argparse.Namespace], dict[str, Any]], args: argparse.Namespace
+) -> dict[str, Any]:
+    """`run(args)` in a fresh process: no contender inherits another's process settings
+    (torch threads, allocator tuning, warmed caches)."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(run, args).result()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cores = len(os.sched_getaffinity(0))
@@ -484,16 +499,14 @@ def main(argv: list[str] | None = None) -> int:
     first_seed = args.seed
     for seed in range(first_seed, first_seed + args.seeds):
         args.seed = seed
-        torch.set_num_threads(1)
-        ours = run_ours(args)
+        ours = run_isolated(run_ours, args)
         ours_runs.append(ours)
         line = f"seed {seed}: ours {ours['steps_per_s']:,.0f} steps/s"
         line += f", return {ours['mean_return']:.2f}"
         if "sampled_return" in ours:
             line += f" (sampled {ours['sampled_return']:.2f})"
         if stable_baselines3 is not None:
-            torch.set_num_threads(1)
-            sb3 = run_sb3(args)
+            sb3 = run_isolated(run_sb3, args)
             sb3_runs.append(sb3)
             line += f"; SB3 {sb3['steps_per_s']:,.0f} steps/s, return {sb3['mean_return']:.2f}"
             if "sampled_return" in sb3:

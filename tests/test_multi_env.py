@@ -200,6 +200,35 @@ def test_result_queue_depth_and_max_results() -> None:
         assert envs.poll() == []  # nothing in flight: returns at once
 
 
+def test_batch_sends_the_blocks_commands_as_one_message_per_worker() -> None:
+    with OakEmuMultiEnv(env_factory=toy, num_envs=4, num_workers=2) as envs:
+        envs.reset_all()
+        assert len(drain(envs)) == 4
+        sent: list[int] = []
+        for w in envs._workers:
+            conn = w.conn
+            assert conn is not None
+            original = conn.send
+            conn.send = lambda message, original=original: (  # type: ignore[method-assign]
+                sent.append(len(message)),
+                original(message),
+            )
+        with envs.batch():
+            for env_id in range(4):
+                envs.submit(env_id, 1)
+            time.sleep(0.05)
+            assert sent == [] and envs.result_queue_depth == 0  # held back until the end
+        results = drain(envs)
+        assert sorted(r.env_id for r in results) == [0, 1, 2, 3]
+        assert sent == [2, 2]  # one wake-up of each worker for its two envs
+        # Outside a block a worker with fewer than two commands queued gets each at once.
+        sent.clear()
+        envs.submit(0, 1)
+        envs.submit(1, 1)
+        assert sent == [1, 1]
+        drain(envs)
+
+
 @pytest.mark.parametrize("backend", ["inline", "process"])
 def test_observation_stays_valid_until_the_second_submit(backend: Backend) -> None:
     with OakEmuMultiEnv(env_factory=toy, num_envs=2, num_workers=2, backend=backend) as envs:

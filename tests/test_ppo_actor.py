@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,82 @@ def test_restart_pool_saves_states_and_starts_episodes_from_them(tmp_path: Path)
     # Envs whose episode ended were reset from pool states.
     assert c.actor.total_episodes > 0
     assert any(s.start_point == "restart" for s in c.actor.lifecycle.states)
+
+
+def _overlap_components(tmp_path: Path) -> Any:
+    # 3 rollouts of 4 envs x 8 steps; the learner may train while the actor collects.
+    config = small_config(total_steps=96, ppo={"overlap_collection": True})
+    return build_components(tmp_path, config)
+
+
+def test_overlapping_actor_collects_the_next_rollout_while_the_learner_trains(
+    tmp_path: Path,
+) -> None:
+    c = _overlap_components(tmp_path)
+    handed: list[Any] = []
+    moved_on: list[bool] = []
+
+    def train() -> None:
+        buffer = c.handshake.rollout
+        assert buffer is not None and buffer.full and buffer.end_step is not None
+        handed.append((buffer, buffer.end_step, buffer.positions.copy()))
+        # The actor goes on stepping envs into the other buffer meanwhile (in the
+        # synchronous mode it would wait here for the release).
+        deadline = time.monotonic() + 5
+        while c.actor.steps <= buffer.end_step and time.monotonic() < deadline:
+            time.sleep(0.001)
+        moved_on.append(c.actor.steps > buffer.end_step)
+        assert buffer.full, "the actor wrote into the buffer being trained on"
+
+    learner = fake_learner(c.handshake, train)
+    c.actor.run()
+    c.handshake.stop()
+    learner.join(5)
+
+    assert c.actor.steps == 96 and len(handed) == 3
+    # The last rollout ends the run, so nothing can be collected after it.
+    assert moved_on[:2] == [True, True]
+    buffers = [b for b, _, _ in handed]
+    assert buffers[0] is c.buffer and buffers[1] is not c.buffer and buffers[2] is c.buffer
+    assert [step for _, step, _ in handed] == [32, 64, 96]
+    for _, _, positions in handed:
+        assert (positions == 8).all()
+
+
+def test_overlapping_actor_waits_for_the_rollouts_hand_off_waits_names(tmp_path: Path) -> None:
+    c = _overlap_components(tmp_path)
+    c.actor.hand_off_waits = lambda step: step == 64  # e.g. a checkpoint at step 64
+    steps_while_training: list[tuple[int, int]] = []
+
+    def train() -> None:
+        buffer = c.handshake.rollout
+        end = buffer.end_step
+        time.sleep(0.2)  # time for the actor to run ahead if it does not wait
+        steps_while_training.append((end, c.actor.steps))
+
+    learner = fake_learner(c.handshake, train)
+    c.actor.run()
+    c.handshake.stop()
+    learner.join(5)
+    ends = dict(steps_while_training)
+    assert ends[32] > 32  # overlapped
+    assert ends[64] == 64  # waited: the actor was still at the hand-off step
+
+
+def test_overlapping_actor_trains_with_the_real_learner_and_stops_cleanly(
+    tmp_path: Path,
+) -> None:
+    c = _overlap_components(tmp_path)
+    c.learner.start()
+    c.actor.run()
+    c.handshake.stop()
+    c.learner.join(5)
+    assert not c.learner.running
+    # Every rollout was trained on (the actor waits for the last one before returning),
+    # and the learning rate was annealed by the hand-off steps, not by later actor steps.
+    assert c.learner.rollouts == 3
+    assert c.learner.updates == 3 * 2 * 2
+    assert c.actor.steps == 96
+    assert c.learner.last_metrics["train/learning_rate"] == pytest.approx(
+        c.learner.learning_rate(96)
+    )

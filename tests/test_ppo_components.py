@@ -102,6 +102,19 @@ def test_rollout_buffer_rejects_incomplete_rollouts_and_unpaired_calls() -> None
         buffer.compute_returns_and_advantages(0.99, 0.95)
 
 
+def test_empty_like_is_a_separate_buffer_and_reset_forgets_the_hand_off_step() -> None:
+    buffer = RolloutBuffer(2, 3, (2,), np.uint8)
+    buffer.add_action(0, np.ones(2, np.uint8), 1, -0.5, 0.25)
+    buffer.end_step = 40
+    spare = buffer.empty_like()
+    assert (spare.num_steps, spare.num_envs, spare.observation_shape) == (2, 3, (2,))
+    assert spare.observations.dtype == np.uint8 and spare.device == buffer.device
+    assert spare.end_step is None and spare.size == 0
+    assert not np.shares_memory(spare.observations, buffer.observations)
+    buffer.reset()
+    assert buffer.end_step is None
+
+
 def test_terminated_wins_over_truncated() -> None:
     buffer = RolloutBuffer(1, 1, (1,))
     buffer.add_action(0, np.zeros(1, np.float32), 0, 0.0, 1.0)

@@ -106,3 +106,24 @@ def test_timeouts_and_misuse() -> None:
     assert handshake.wait_for_rollout(timeout=0.05) is True
     handshake.release()
     assert handshake.wait_for_release(timeout=0.05) is True
+
+
+def test_the_learner_sees_the_rollout_handed_over_and_releases_are_counted() -> None:
+    handshake = RolloutHandshake()
+    seen: list[object] = []
+
+    def learner() -> None:
+        while handshake.wait_for_rollout():
+            seen.append(handshake.rollout)
+            handshake.release()
+
+    thread = _thread(learner)
+    first, second = object(), object()
+    handshake.signal_full(first)  # overlapping collection: the actor does not wait here
+    assert handshake.wait_for_release(TIMEOUT)
+    assert handshake.submit_and_wait(TIMEOUT, rollout=second)
+    assert handshake.submit_and_wait(TIMEOUT)  # the learner's own buffer
+    assert seen == [first, second, None]
+    assert handshake.releases == handshake.rollouts == 3
+    handshake.stop()
+    thread.join(TIMEOUT)
