@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from oakemu_rl.ppo.state_adapter import PPOStateAdapter
-from oakemu_rl.runtime.checkpoints import CheckpointError, CheckpointFile
+from oakemu_rl.ppo.state_adapter import ACTOR_FILE, LEARNER_FILE, RUN_FILE, PPOStateAdapter
+from oakemu_rl.runtime.checkpoints import CheckpointError, CheckpointFile, CheckpointManager
 from oakemu_rl.trajectories.restart_pool import RestartPool
 from ppo_testing import (
     Components,
@@ -130,8 +130,10 @@ def test_restart_pool_is_checkpointed(tmp_path: Path) -> None:
     assert other.actor.restart_pool is not None and len(other.actor.restart_pool) == 1
 
 
-def test_run_resume_and_evaluate(tmp_path: Path) -> None:
-    """A short CartPole run, resumed with a bigger budget, then evaluated from its run dir."""
+@pytest.mark.parametrize("overlap", [False, True], ids=["waits", "overlaps"])
+def test_run_resume_and_evaluate(tmp_path: Path, overlap: bool) -> None:
+    """A short CartPole run, resumed with a bigger budget, then evaluated from its run dir;
+    with overlapping collection too, whose checkpoints must be as consistent."""
     from oakemu_rl.experiments.ppo_experiment import (
         PPOExperiment,
         evaluate_ppo_checkpoint,
@@ -140,9 +142,9 @@ def test_run_resume_and_evaluate(tmp_path: Path) -> None:
 
     config = small_config(
         total_steps=1024,
-        ppo={"rollout_steps": 64},
         checkpoint={"every_steps": 512},
         tester={"every_steps": 512, "episodes": 2, "num_envs": 2, "final_episodes": 2},
+        ppo={"rollout_steps": 64, "overlap_collection": overlap},
     )
     run_dir = tmp_path / "run"
     lines: list[str] = []
@@ -151,6 +153,14 @@ def test_run_resume_and_evaluate(tmp_path: Path) -> None:
     assert summary["final_eval"]["episodes"] == 2 and summary["random_baseline"] is not None
     assert read_algo(run_dir) == "ppo"
     assert (run_dir / "config.yaml").is_file() and (run_dir / "summary.json").is_file()
+    # Each checkpoint holds one moment: the actor stood at the checkpoint's step and the
+    # learner had trained on exactly the rollouts that ended by then (256 steps each).
+    checkpoints = CheckpointManager(run_dir / "checkpoints").list()
+    assert sorted(c.step for c in checkpoints) == [512, 1024]
+    for checkpoint in checkpoints:
+        assert checkpoint.read_json(ACTOR_FILE)["steps"] == checkpoint.step
+        assert checkpoint.read_json(RUN_FILE)["step"] == checkpoint.step
+        assert checkpoint.load_torch(LEARNER_FILE)["rollouts"] == checkpoint.step // 256
 
     resumed = PPOExperiment.from_run_dir(
         run_dir, total_steps=2048, console=False, print_fn=lines.append
