@@ -269,3 +269,28 @@ def test_restart_pool_keeps_the_best_and_samples() -> None:
     restored = RestartPool(capacity=2)
     restored.load_state_dict(pool.state_dict())
     assert len(restored) == 2 and restored.best_return == 3.0
+
+
+@pytest.mark.parametrize("form", ["max", "clipped"])
+def test_value_loss_forms(tmp_path: Path, form: str) -> None:
+    from ppo_testing import build_components, fill_buffer, small_config
+
+    config = small_config(
+        ppo={"epochs": 1, "minibatches": 1, "value_clip_coef": 0.2, "value_loss_form": form}
+    )
+    c = build_components(tmp_path, config)
+    fill_buffer(c)
+    b = c.buffer
+    # The stored values are off from the model's by -1 and +1 alternately, far beyond the
+    # clip range, so the clipped prediction stays 0.2 from the stored one.
+    b.values += np.where(np.arange(b.num_envs) % 2 == 0, 1.0, -1.0).astype(np.float32)
+    b.compute_returns_and_advantages(config.ppo.gamma, config.ppo.gae_lambda)
+    with torch.no_grad():
+        new = c.learner_model.get_value(torch.from_numpy(b.observations.reshape(-1, 2)))
+    old, returns = torch.from_numpy(b.values.reshape(-1)), torch.from_numpy(b.returns.reshape(-1))
+    clipped = old + (new - old).clamp(-0.2, 0.2)
+    errors = (clipped - returns) ** 2
+    if form == "max":
+        errors = torch.max(errors, (new - returns) ** 2)
+    metrics = c.learner.train_on_rollout()
+    assert metrics["train/value_loss"] == pytest.approx(float(0.5 * errors.mean()), rel=1e-5)

@@ -104,6 +104,12 @@ class PPOSettings(_Section):
     minibatches: int = Field(4, ge=1, description="Minibatches per epoch.")
     clip_coef: float = Field(0.2, gt=0, description="Clip range of the policy ratio.")
     clip_value_loss: bool = Field(True, description="Clip the value loss around old values.")
+    value_loss_form: Literal["max", "clipped"] = Field(
+        "max",
+        description="With clip_value_loss: 'max' takes 0.5 x the larger of the clipped and "
+        "unclipped squared errors (CleanRL, the PPO paper's code); 'clipped' takes 0.5 x "
+        "the squared error of the clipped prediction alone (Stable-Baselines3).",
+    )
     value_clip_coef: float | None = Field(
         None, gt=0, description="Clip range of the value loss (None: clip_coef)."
     )

@@ -162,9 +162,9 @@ class PPOLearner:
                     clipped = batch.values + (new_values - batch.values).clamp(
                         -value_clip, value_clip
                     )
-                    losses = torch.max(
-                        (new_values - batch.returns) ** 2, (clipped - batch.returns) ** 2
-                    )
+                    losses = (clipped - batch.returns) ** 2
+                    if s.value_loss_form == "max":
+                        losses = torch.max((new_values - batch.returns) ** 2, losses)
                     value_loss = 0.5 * losses.mean()
                 else:
                     value_loss = 0.5 * ((new_values - batch.returns) ** 2).mean()
