@@ -274,3 +274,57 @@ def test_overlapping_actor_trains_with_the_real_learner_and_stops_cleanly(
     assert c.learner.last_metrics["train/learning_rate"] == pytest.approx(
         c.learner.learning_rate(96)
     )
+
+
+@pytest.mark.parametrize("batch_wait_s", [0.0005, 0.01])
+def test_async_rollouts_pair_each_action_with_its_own_observations(
+    tmp_path: Path, batch_wait_s: float
+) -> None:
+    """Catch in worker processes, results arriving in any order: in every stored column the
+    basket moves from one observation to the next as the stored action says."""
+    from oakemu_rl.ppo.actor import make_multi_env
+
+    observation = {"type": "ram", "ram": ["ball_x", "ball_y", "paddle_x"], "frame_stack": 1}
+    config = small_config(
+        game="catch",
+        total_steps=2048,
+        env={
+            "num_envs": 8,
+            "backend": "process",
+            "observation": observation,
+            "batch_wait_s": batch_wait_s,
+        },
+        ppo={"rollout_steps": 64},
+    )
+    c = build_components(
+        tmp_path,
+        config,
+        env_factory=lambda: make_multi_env(config),
+        observation_shape=(3,),
+        num_actions=3,
+        observation_dtype=np.uint8,
+    )
+    columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def on_rollout() -> None:
+        b = c.buffer
+        columns.append((b.observations.copy(), b.actions.copy(), b.terminated | b.truncated))
+
+    learner = fake_learner(c.handshake, on_rollout)
+    c.actor.run()
+    c.handshake.stop()
+    learner.join(5)
+    assert len(columns) == 4
+    checked = 0
+    for observations, actions, ended in columns:
+        basket = observations[..., 2].astype(int)
+        moves = np.sign(basket[1:] - basket[:-1])
+        # none, O (left), P (right); a basket at the edge cannot move further.
+        expected = np.select([actions[:-1] == 1, actions[:-1] == 2], [-1, 1], 0)
+        at_edge = ((actions[:-1] == 1) & (basket[:-1] == 0)) | (
+            (actions[:-1] == 2) & (basket[:-1] >= 26)
+        )
+        valid = ~ended[:-1] & ~at_edge
+        assert (moves[valid] == expected[valid]).all()
+        checked += int(valid.sum())
+    assert checked > 1500
