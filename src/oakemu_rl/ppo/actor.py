@@ -382,8 +382,10 @@ class PPOActor:
             if not handshake.wait_for_release():  # the learner is done with the previous one
                 return False
             self._sync_released_weights()
+            # Asked before the hand-over: the learner's hook for this rollout may run soon after.
+            waits = self.hand_off_waits is not None and self.hand_off_waits(self._steps)
             handshake.signal_full(full)
-            if self.hand_off_waits is not None and self.hand_off_waits(self._steps):
+            if waits:
                 if not handshake.wait_for_release():
                     return False
                 self._sync_released_weights()
