@@ -21,8 +21,8 @@ default) or in one process per env (`--sb3-vec subproc`).
 Both take the value loss in SB3's form, the squared error of the clipped value
 prediction (ours: `ppo.value_loss_form: clipped`; its default, CleanRL's larger of the
 clipped and unclipped errors, learnt catch less reliably: greedy return -1.8 and 16.3 on
-two of six seeds at this budget, 30 on all six with SB3's form). Ours writes it as
-vf_coef x 0.5 x error, SB3 as vf_coef x error: ours gets twice SB3's `vf_coef`
+two of six seeds at this budget; with SB3's form 30 on five and 26.6 on the sixth).
+Ours writes it as vf_coef x 0.5 x error, SB3 as vf_coef x error: ours gets twice SB3's `vf_coef`
 (`--vf-coef`, in SB3's terms: 0.5, so ours 1.0), the same weight. Both clip the value
 change to `--value-clip` (0.2, as the policy ratio; `none`: no clipping for either, SB3's
 default). `--overlap` lets ours collect the next rollout while it trains on the last

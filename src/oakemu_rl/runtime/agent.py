@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -112,8 +113,11 @@ class Agent(Generic[C]):
         with torch.inference_mode():
             actions = self._greedy_actions(self._inference_model(batch))
         ids, self._pending_ids = self._pending_ids, []
-        for env_id, action in zip(ids, actions.tolist(), strict=True):
-            self._on_inference_complete(env_id, int(action))
+        env = self._env
+        with env.batch() if env is not None else contextlib.nullcontext():
+            # The batch's actions go out as one message per worker.
+            for env_id, action in zip(ids, actions.tolist(), strict=True):
+                self._on_inference_complete(env_id, int(action))
         self._after_inference_flush()
 
     def _greedy_actions(self, q_values: torch.Tensor) -> npt.NDArray[np.int64]:
