@@ -39,11 +39,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from cpu_accounting import RunCPU, bound_report
 from oakemu_rl.dqn.config import DQNExperimentConfiguration
 from oakemu_rl.dqn.model import _small_cnn
 from oakemu_rl.envs import OakEmuEnv, ObservationConfig
 from oakemu_rl.experiments import DQNExperiment, find_checkpoint
-from oakemu_rl.experiments.dqn_experiment import build_model
+from oakemu_rl.experiments.dqn_experiment import build_model, make_multi_env
 
 DEFAULTS = DQNExperimentConfiguration()
 OBSERVATION = DEFAULTS.env.observation.model_dump()
@@ -108,8 +109,15 @@ def run_ours(
             "logging": {"console": False, "tensorboard": False},
         }
     )
-    experiment = DQNExperiment(config, run_dir, console=False, print_fn=lambda _: None)
+    run_cpu = RunCPU()
+    experiment = DQNExperiment(
+        config, run_dir, console=False, print_fn=lambda _: None,
+        env_factory=run_cpu.wrap_env_factory(lambda: make_multi_env(config)),
+    )  # fmt: skip
+    experiment.build()  # worker processes started: CPU time, like steps/s, counts training
+    run_cpu.start()
     summary = experiment.run()
+    cpu = run_cpu.stop()
     checkpoint = find_checkpoint(run_dir)
     env = OakEmuEnv(game, ObservationConfig(**OBSERVATION))
     model = build_model(config, env.observation_space.shape, env.num_actions)
@@ -125,6 +133,7 @@ def run_ours(
         "train_s": summary["session_s"],
         "steps": summary["steps"],
         "updates": summary["updates"],
+        "cpu_s": cpu,
         "act": act,
     }
 
@@ -186,16 +195,25 @@ def run_sb3(
         device="cpu",
         verbose=0,
     )
+    run_cpu = RunCPU()
     start = time.monotonic()
+    run_cpu.start()
     model.learn(total_timesteps=steps)
     train_s = time.monotonic() - start
+    cpu = run_cpu.stop()
     vec_env.close()
 
     def act(obs: np.ndarray) -> int:
         action, _ = model.predict(obs, deterministic=True)
         return int(action)
 
-    return {"train_s": train_s, "steps": steps, "updates": model._n_updates, "act": act}
+    return {
+        "train_s": train_s,
+        "steps": steps,
+        "updates": model._n_updates,
+        "cpu_s": cpu,
+        "act": act,
+    }
 
 
 # -- evaluation ---------------------------------------------------------------------------
@@ -305,10 +323,12 @@ def main(argv: list[str] | None = None) -> int:
 
     for result in results.values():
         result["env_steps_per_s"] = result["steps"] / result["train_s"]
+        result["cpu_ms_per_step"] = 1000 * result["cpu_s"] / result["steps"]
     rows = [
         ("env steps/s", "env_steps_per_s", "{:,.0f}"),
         ("training time (s)", "train_s", "{:,.1f}"),
         ("learner updates", "updates", "{:,.0f}"),
+        ("CPU ms per env step", "cpu_ms_per_step", "{:.3f}"),
         (f"greedy mean return ({args.eval_episodes} ep)", "mean_return", "{:.2f}"),
         ("greedy mean score", "mean_score", "{:.2f}"),
         ("greedy win rate", "win_rate", "{:.0%}"),
@@ -323,11 +343,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     for label, key, fmt in rows:
         line = f"{label:32}" + "".join(f"{fmt.format(results[n][key]):>14}" for n in names)
-        if key in ("env_steps_per_s", "train_s"):
+        if key in ("env_steps_per_s", "train_s", "cpu_ms_per_step"):
             for n in ratios:
                 a, b = results[n][key], results["sb3"][key]
                 line += f"{(a / b if b else math.inf):>15.2f}x"
         print(line)
+    for n in ratios:
+        print(f"\n{n} against sb3:")
+        print(
+            bound_report(
+                {"steps_per_s": results[n]["env_steps_per_s"], **results[n]},
+                {"steps_per_s": results["sb3"]["env_steps_per_s"], **results["sb3"]},
+            )
+        )
     if args.json:
         args.json.write_text(
             json.dumps(

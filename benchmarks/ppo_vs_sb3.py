@@ -55,6 +55,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from cpu_accounting import RunCPU, bound_report
 from oakemu_rl.envs.factory import make_env
 from oakemu_rl.experiments.ppo_experiment import PPOExperiment
 from oakemu_rl.ppo.actor import make_multi_env
@@ -169,39 +170,6 @@ def evaluate(
     return {"mean_return": float(np.mean(returns)), "mean_score": float(np.mean(scores))}
 
 
-# -- CPU accounting ----------------------------------------------------------------------------
-
-
-def descendant_cpu_s() -> float:
-    """CPU seconds (user + system) used so far by this process's live descendants
-    (worker processes and the forkserver), from /proc; 0 where /proc is missing."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return 0.0
-    parent_of: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone meanwhile
-        pid = int(entry)
-        parent_of[pid] = int(fields[1])
-        ticks[pid] = int(fields[11]) + int(fields[12])
-    me, total = os.getpid(), 0
-    for pid in ticks:
-        ancestor = parent_of.get(pid)
-        while ancestor is not None and ancestor > 1 and ancestor != me:
-            ancestor = parent_of.get(ancestor)
-        if ancestor == me:
-            total += ticks[pid]
-    return total / os.sysconf("SC_CLK_TCK")
-
-
 # -- OakEmu-RL ----------------------------------------------------------------------------------
 
 
@@ -249,33 +217,21 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
             "logging": {"tensorboard": False, "console": False},
         }
     )
-    children_cpu = [0.0, 0.0]
-
-    def env_factory() -> Any:
-        env = make_multi_env(config)
-        close = env.close
-
-        def close_after_reading_cpu() -> None:
-            if not children_cpu[1]:
-                children_cpu[1] = descendant_cpu_s()  # the workers, before they exit
-            close()
-
-        env.close = close_after_reading_cpu  # type: ignore[method-assign]
-        return env
+    run_cpu = RunCPU()
 
     with TemporaryDirectory() as tmp:
         experiment = PPOExperiment(
             config, Path(tmp) / "run", console=False, print_fn=lambda _: None,
-            env_factory=env_factory,
+            env_factory=run_cpu.wrap_env_factory(lambda: make_multi_env(config)),
         )  # fmt: skip
         start = time.perf_counter()
         # Built first (worker processes started), so that CPU time, like SB3's and like
         # the steps/s of both, counts training only, not start-up.
         experiment.build()
-        children_cpu[0], cpu_start = descendant_cpu_s(), time.process_time()
+        run_cpu.start()
         summary = experiment.run()
         wall = time.perf_counter() - start
-        cpu = time.process_time() - cpu_start + max(0.0, children_cpu[1] - children_cpu[0])
+        cpu = run_cpu.stop()
         model = experiment.learner_model.eval()
 
     def policy(obs: np.ndarray) -> int:
@@ -367,11 +323,12 @@ def run_sb3(args: argparse.Namespace) -> dict[str, Any]:
         device="cpu",
         verbose=0,
     )
-    children_before = descendant_cpu_s()
-    start, cpu_start = time.perf_counter(), time.process_time()
+    run_cpu = RunCPU()
+    start = time.perf_counter()
+    run_cpu.start()
     model.learn(total_timesteps=args.steps)
     wall = time.perf_counter() - start
-    cpu = time.process_time() - cpu_start + max(0.0, descendant_cpu_s() - children_before)
+    cpu = run_cpu.stop()
     steps = int(model.num_timesteps)
     vec_env.close()
 
@@ -440,6 +397,7 @@ def report(ours: dict[str, Any], sb3: dict[str, Any] | None) -> None:
             f"\nthroughput {speedup:.2f}x SB3's; final return {ours['mean_return']:.2f} vs "
             f"{sb3['mean_return']:.2f} -> {verdict} the target (>= 2x and an equal or better score)"
         )
+        print(bound_report(ours, sb3))
 
 
 def _ratio(a: float, b: float) -> str:
