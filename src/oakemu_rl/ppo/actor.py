@@ -51,6 +51,7 @@ def make_multi_env(
         backend=env.backend,
         seed=config.seed + seed_offset,
         observation_config=env.observation,
+        worker_nice=env.worker_nice,
         batch_latency=env.batch_latency_s,
     )
 
