@@ -84,6 +84,7 @@ class RunCPU:
 
 
 def cores() -> int:
+    """The cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 

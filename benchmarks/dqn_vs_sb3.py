@@ -26,13 +26,11 @@ import argparse
 import importlib.util
 import json
 import math
-import multiprocessing
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +38,7 @@ import numpy as np
 import torch
 
 from cpu_accounting import RunCPU, bound_report
+from isolation import run_isolated
 from oakemu_rl.dqn.config import DQNExperimentConfiguration
 from oakemu_rl.dqn.model import _small_cnn
 from oakemu_rl.envs import OakEmuEnv, ObservationConfig
@@ -266,16 +265,6 @@ def train_and_evaluate(
     return result
 
 
-def run_isolated(
-    name: str, args: argparse.Namespace, shared: dict[str, Any], run_dir: Path
-) -> dict[str, Any]:
-    """`train_and_evaluate` in a fresh process: no contender inherits another's process
-    settings (torch threads, allocator tuning, warmed caches)."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(train_and_evaluate, name, args, shared, run_dir).result()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", default="catch", help="bundled game (default: catch)")
@@ -316,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in names:
             print(f"{name}: {args.steps:,} steps on {args.game} (own process) ...", flush=True)
-            results[name] = run_isolated(name, args, shared, run_dir)
+            results[name] = run_isolated(train_and_evaluate, name, args, shared, run_dir)
             report(name, results[name])
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)

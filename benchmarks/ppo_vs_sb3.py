@@ -41,12 +41,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import multiprocessing
 import os
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -55,7 +53,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from cpu_accounting import RunCPU, bound_report
+from cpu_accounting import RunCPU, bound_report, cores
+from isolation import run_isolated
 from oakemu_rl.envs.factory import make_env
 from oakemu_rl.experiments.ppo_experiment import PPOExperiment
 from oakemu_rl.ppo.actor import make_multi_env
@@ -430,19 +429,9 @@ def per_seed_table(seeds: list[int], ours: list[dict[str, Any]], sb3: list[dict[
         )
 
 
-def run_isolated(
-    run: Callable[[argparse.Namespace], dict[str, Any]], args: argparse.Namespace
-) -> dict[str, Any]:
-    """`run(args)` in a fresh process: no contender inherits another's process settings
-    (torch threads, allocator tuning, warmed caches)."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(run, args).result()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    cores = len(os.sched_getaffinity(0))
+    n_cores = cores()
     try:
         import stable_baselines3
     except ImportError:
@@ -450,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         print("stable-baselines3 is not installed (pip install stable-baselines3): skipping SB3")
     print(
         f"game {args.game}, {args.steps:,} env steps, {args.envs} envs, seeds "
-        f"{args.seed}..{args.seed + args.seeds - 1}, {cores} cores, torch {torch.__version__}"
+        f"{args.seed}..{args.seed + args.seeds - 1}, {n_cores} cores, torch {torch.__version__}"
         + (f", stable-baselines3 {stable_baselines3.__version__}" if stable_baselines3 else "")
     )
     print(shared_settings(args))
@@ -460,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         + ("; ours overlaps collection and training" if args.overlap else "")
     )
     if hasattr(os, "getloadavg"):
-        print(f"load average before the run: {os.getloadavg()[0]:.2f} ({cores} cores)")
+        print(f"load average before the run: {os.getloadavg()[0]:.2f} ({n_cores} cores)")
     ours_runs: list[dict[str, Any]] = []
     sb3_runs: list[dict[str, Any]] = []
     first_seed = args.seed
