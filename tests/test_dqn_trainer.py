@@ -155,7 +155,12 @@ def test_configured_worker_nice_reaches_the_worker_processes(algo: str) -> None:
     parent = os.getpriority(os.PRIO_PROCESS, 0)
     if algo == "dqn":
         config = cartpole_config(env=env_settings)
-        assert config.env.worker_nice == 10  # DQN's default: the learner is its critical path
+        assert config.env.worker_nice == "idle"  # DQN's default: the learner is its critical path
+        with dqn_multi_env(config) as env:
+            env.reset_all()
+            env.poll(timeout=10)
+            assert [os.sched_getscheduler(pid) for pid in env.worker_pids] == [os.SCHED_IDLE]
+        config = cartpole_config(env={**env_settings, "worker_nice": 10})
         env = dqn_multi_env(config)
         expected = 10
     else:
@@ -171,3 +176,5 @@ def test_configured_worker_nice_reaches_the_worker_processes(algo: str) -> None:
         ]
     with pytest.raises(ValueError, match="worker_nice"):
         cartpole_config(env={"worker_nice": 25})
+    with pytest.raises(ValueError, match="worker_nice"):
+        cartpole_config(env={"worker_nice": "lowest"})

@@ -242,8 +242,20 @@ def test_worker_nice_lowers_the_workers_priority_only() -> None:
         envs.reset_all()
         drain(envs)
         assert [os.getpriority(os.PRIO_PROCESS, pid) for pid in envs.worker_pids] == [parent] * 2
-    with pytest.raises(ValueError, match="worker_nice must be between 0 and 19, not 20"):
+    with pytest.raises(ValueError, match="worker_nice must be 0-19 or 'idle', not 20"):
         OakEmuMultiEnv(env_factory=toy, num_envs=2, worker_nice=20)
+    with pytest.raises(ValueError, match="worker_nice must be 0-19 or 'idle', not 'low'"):
+        OakEmuMultiEnv(env_factory=toy, num_envs=2, worker_nice="low")  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="needs Linux's SCHED_IDLE")
+def test_idle_workers_run_in_the_idle_scheduling_class() -> None:
+    ours = os.sched_getscheduler(0)
+    with OakEmuMultiEnv(env_factory=toy, num_envs=2, num_workers=2, worker_nice="idle") as envs:
+        envs.reset_all()
+        assert len(drain(envs)) == 2  # idle workers still serve on a machine with idle cores
+        assert [os.sched_getscheduler(pid) for pid in envs.worker_pids] == [os.SCHED_IDLE] * 2
+    assert os.sched_getscheduler(0) == ours == os.SCHED_OTHER  # this process keeps its class
 
 
 @pytest.mark.parametrize("backend", ["inline", "process"])

@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 from ..envs.observation import ObservationConfig
 from ..runtime.config_base import ConfigError as ConfigError  # re-exported
 from ..runtime.config_base import ConfigSection as _Section
-from ..runtime.config_base import ExperimentConfiguration
+from ..runtime.config_base import ExperimentConfiguration, WorkerNice
 from ..runtime.config_base import format_validation_error as format_validation_error
 from ..runtime.rollback import RollbackSettings
 
@@ -28,14 +28,14 @@ class EnvSettings(_Section):
     backend: Literal["process", "inline"] = Field(
         "process", description="'process': envs in worker processes; 'inline': in this process."
     )
-    worker_nice: int = Field(
-        10,
-        ge=0,
-        le=19,
-        description="How much the worker processes lower their scheduling priority (Unix nice): "
-        "where the learner, the actor and the workers want more cores than there are, the "
-        "learner and actor win them, and the workers still get every idle core. Paired "
-        "20k-step runs on 2 cores (bf16 learner): 651 against 590 steps/s with 10.",
+    worker_nice: WorkerNice = Field(
+        "idle",
+        description="How much the worker processes lower their scheduling priority: a Unix "
+        "nice increment 0-19, or 'idle' (Linux SCHED_IDLE: the workers run only on cores "
+        "nothing else wants, and give a core up at once when the learner or actor wakes). "
+        "With fewer cores than busy threads the learner is DQN's critical path; on 2 cores "
+        "'idle' measured faster than nice 10, and 10 faster than 0 (benchmarks/README.md). "
+        "On a machine shared with other busy jobs, 'idle' workers get only what those leave.",
     )
     observation: ObservationConfig = Field(
         default_factory=lambda: ObservationConfig(height=32, width=32, frame_stack=2),

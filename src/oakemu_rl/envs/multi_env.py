@@ -90,6 +90,7 @@ from .worker import (
     EnvFactory,
     EnvFault,
     EnvHost,
+    WorkerPriority,
     worker_main,
 )
 
@@ -240,9 +241,10 @@ class OakEmuMultiEnv:
     copies), `start_method` (``forkserver`` by default), `batch_latency` (how long
     a worker may hold results of fast envs to send them together),
     `shared_memory` (``memfd`` or ``posix``; the default is memfd where there is one),
-    `worker_nice` (how much the workers lower their own scheduling priority, 0-19: with
-    fewer cores than busy threads, the learner and actor then win the cores they share
-    with the workers, and the workers still get every core that is otherwise idle).
+    `worker_nice` (how much the workers lower their own scheduling priority: a nice
+    increment 0-19, or ``"idle"`` for Linux's SCHED_IDLE class; with fewer cores than
+    busy threads, the learner and actor then win the cores they share with the workers,
+    and the workers still get every core that is otherwise idle).
     """
 
     def __init__(
@@ -263,7 +265,7 @@ class OakEmuMultiEnv:
         batch_latency: float = 0.0002,
         startup_timeout: float = 120.0,
         shared_memory: SlotKind | None = None,
-        worker_nice: int = 0,
+        worker_nice: WorkerPriority = 0,
     ) -> None:
         if (game is None) == (env_factory is None):
             raise ValueError("give exactly one of game= and env_factory=")
@@ -271,8 +273,8 @@ class OakEmuMultiEnv:
             raise ValueError(f"num_envs must be at least 1, not {num_envs}")
         if backend not in ("process", "inline"):
             raise ValueError(f"backend must be 'process' or 'inline', not {backend!r}")
-        if not 0 <= worker_nice <= 19:
-            raise ValueError(f"worker_nice must be between 0 and 19, not {worker_nice}")
+        if worker_nice != "idle" and not (isinstance(worker_nice, int) and 0 <= worker_nice <= 19):
+            raise ValueError(f"worker_nice must be 0-19 or 'idle', not {worker_nice!r}")
         if env_factory is None:
             assert game is not None
             env_factory = functools.partial(_make_game_env, game, observation_config)

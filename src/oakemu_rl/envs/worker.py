@@ -29,7 +29,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -158,6 +158,30 @@ class EnvHost:
 # -- worker process ---------------------------------------------------------------
 
 
+WorkerPriority = int | Literal["idle"]
+"""A worker's scheduling priority: a Unix nice increment (0-19), or 'idle'."""
+
+
+def lower_priority(priority: WorkerPriority) -> None:
+    """Lower this process's scheduling priority (never raise it; no privilege needed).
+
+    An int above 0 is added to the nice value. 'idle' moves the process into Linux's
+    SCHED_IDLE class: it runs only on cores no other task wants, and a waking task of
+    normal priority takes its core at once (a nice value only shifts shares, so under
+    Linux's EEVDF scheduler the learner still waited behind niced workers). Where there
+    is no SCHED_IDLE, 'idle' means nice 19.
+    """
+    if priority == "idle":
+        if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_IDLE"):
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+                return
+        priority = 19
+    if isinstance(priority, int) and priority > 0 and hasattr(os, "nice"):
+        with contextlib.suppress(OSError):
+            os.nice(priority)
+
+
 def _limit_threads() -> None:
     for name in _THREAD_ENV_VARS:
         os.environ[name] = "1"
@@ -197,7 +221,7 @@ def worker_main(
     batch_latency: float,
     parent_pid: int,
     die_with_parent: bool,
-    nice: int = 0,
+    nice: WorkerPriority = 0,
 ) -> None:
     """Host envs and serve commands until told to close or the parent dies.
 
@@ -205,14 +229,12 @@ def worker_main(
     commands for several envs never waits for a reply; results are sent as soon
     as the queue runs dry, or when holding them longer would delay them by more
     than `batch_latency` seconds (fast envs get batched replies, slow ones
-    immediate ones). A `nice` above 0 lowers the worker's scheduling priority by that much.
+    immediate ones). See `lower_priority` for `nice`.
     """
     original_ppid = os.getppid()
     if die_with_parent:
         _die_with_parent()
-    if nice > 0 and hasattr(os, "nice"):
-        with contextlib.suppress(OSError):  # lowering one's own priority needs no privilege
-            os.nice(nice)
+    lower_priority(nice)
     _limit_threads()
     # The parent handles Ctrl-C; a worker stops when it is told to or sees the parent go.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

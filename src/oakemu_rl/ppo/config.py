@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from ..envs.observation import ObservationConfig
-from ..runtime.config_base import ConfigError, ExperimentConfiguration
+from ..runtime.config_base import ConfigError, ExperimentConfiguration, WorkerNice
 from ..runtime.config_base import ConfigSection as _Section
 from ..runtime.rollback import RollbackSettings
 
@@ -39,11 +39,10 @@ class EnvSettings(_Section):
     backend: Literal["process", "inline"] = Field(
         "process", description="'process': envs in worker processes; 'inline': in this process."
     )
-    worker_nice: int = Field(
+    worker_nice: WorkerNice = Field(
         0,
-        ge=0,
-        le=19,
-        description="How much the worker processes lower their scheduling priority (Unix nice): "
+        description="How much the worker processes lower their scheduling priority (a Unix "
+        "nice increment 0-19, or 'idle' for Linux SCHED_IDLE): "
         "where the learner, the actor and the workers want more cores than there are, the "
         "learner and actor win them, and the workers still get every idle core.",
     )

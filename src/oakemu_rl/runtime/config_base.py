@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Self
+from typing import Annotated, Any, Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+
+
+def _check_worker_nice(value: Any) -> Any:
+    if value == "idle" or (type(value) is int and 0 <= value <= 19):
+        return value
+    raise ValueError("expected a nice increment 0-19 or 'idle'")
+
+
+WorkerNice = Annotated[int | Literal["idle"], BeforeValidator(_check_worker_nice)]
+"""The env workers' scheduling priority: a nice increment 0-19, or 'idle' (SCHED_IDLE)."""
 
 
 class ConfigError(ValueError):
