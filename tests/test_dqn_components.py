@@ -276,3 +276,21 @@ def test_config_errors_name_file_and_field(tmp_path: Path) -> None:
         DQNExperimentConfiguration.from_yaml(path)
     with pytest.raises(ConfigError, match="not found"):
         DQNExperimentConfiguration.from_yaml(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("max_norm", [0.5, 10.0, 1e6])
+def test_learner_gradient_clipping_matches_torch_bit_for_bit(max_norm: float) -> None:
+    from oakemu_rl.dqn.learner import clip_grad_norm
+
+    g = torch.Generator().manual_seed(3)
+    shapes = [(16, 2, 5, 5), (16,), (256, 512), (256,), (3, 256), (3,)]
+    ours = [torch.randn(s, generator=g) * 0.3 for s in shapes]
+    theirs = [t.clone().requires_grad_() for t in ours]
+    for t, grad in zip(theirs, ours, strict=True):
+        t.grad = grad.clone()
+    expected_total = torch.nn.utils.clip_grad_norm_(theirs, max_norm)
+    total = clip_grad_norm(ours, max_norm)
+    assert torch.equal(total, expected_total)
+    assert all(torch.equal(a, t.grad) for a, t in zip(ours, theirs, strict=True))
+    clipped = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(a) for a in ours]))
+    assert float(clipped) == pytest.approx(min(float(total), max_norm), rel=1e-5)

@@ -60,6 +60,13 @@ class ModelSettings(_Section):
     dueling: bool = Field(True, description="Dueling head: separate value and advantage streams.")
     noisy: bool = Field(False, description="Factorised-Gaussian NoisyNet layers in the head.")
     noisy_sigma0: float = Field(0.5, gt=0, description="Initial noise scale of NoisyNet layers.")
+    traced: bool = Field(
+        True,
+        description="Run the network's forward passes as traced TorchScript graphs, run "
+        "unoptimised: the same operators and bit-identical results, but one call from "
+        "Python instead of one per layer (less interpreter time, fewer waits for the GIL "
+        "that the actor and prefetch threads share with the learner).",
+    )
 
 
 class ExplorationSettings(_Section):

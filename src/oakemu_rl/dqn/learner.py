@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
-from torch import nn
 from torch.nn import functional as F
 
 from ..runtime.context import RuntimeContext
@@ -23,6 +22,18 @@ from .batch_prefetcher import BatchPrefetcher, PreparedBatch, TargetNetwork, aut
 from .config import DQNExperimentConfiguration
 from .model import DQNModel
 from .replay_buffer import ReplayBuffer
+
+
+@torch.no_grad()
+def clip_grad_norm(grads: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """`torch.nn.utils.clip_grad_norm_` (L2, one device and dtype) on a list of gradients
+    resolved once: the same operators, so the same result bit for bit, without the
+    per-call grouping by device and dtype. Returns the total norm before clipping."""
+    total: torch.Tensor = torch.linalg.vector_norm(
+        torch.stack(torch._foreach_norm(grads, 2.0)), 2.0
+    )
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+    return total
 
 
 class ReplayRatioGate:
@@ -160,6 +171,7 @@ class Learner:
         self._rate_mark = (time.monotonic(), 0)
         self.last_metrics: dict[str, float] = {}
         self.target_model.requires_grad_(False)
+        self._parameters = [p for p in self.model.parameters() if p.requires_grad]
         self.bf16 = self.config.precision == "bf16"
         self.prioritized = context.config.replay.prioritized
         self.target = TargetNetwork(target_model, bf16=self.bf16)
@@ -227,13 +239,21 @@ class Learner:
             weights * F.huber_loss(q_taken, targets, reduction="none", delta=cfg.huber_delta)
         ).mean()
 
-        self.optimizer.zero_grad(set_to_none=True)
+        self._zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         return self._step(float(loss.detach()), q_taken.detach(), td)
 
+    def _zero_grad(self) -> None:
+        """`optimizer.zero_grad(set_to_none=True)` over the model's parameters, without the
+        optimizer's per-call bookkeeping (it is on the learner's critical path)."""
+        for parameter in self._parameters:
+            parameter.grad = None
+
     def _step(self, loss: float, q_taken: torch.Tensor, td: npt.NDArray[Any]) -> dict[str, float]:
         """Clip the gradients, take the optimizer step, update the target; the metrics."""
-        nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+        grads = [p.grad for p in self._parameters if p.grad is not None]
+        if grads:
+            clip_grad_norm(grads, self.config.max_grad_norm)
         with self.learner_model.update():
             self.optimizer.step()
         self.updates += 1
@@ -261,7 +281,7 @@ class Learner:
         if not self.prioritized:
             # Uniform sampling does not read priorities: prepare the next batch now.
             self.prefetcher.request(self.beta(self._env_steps()))
-        self.optimizer.zero_grad(set_to_none=True)
+        self._zero_grad()
         other = self.prefetcher.submit(lambda: self._part(prepared, cut, size, size))
         mine = self._part(prepared, 0, cut, size)
         theirs = other.result()

@@ -77,6 +77,7 @@ def build_model(
         dueling=m.dueling,
         noisy=m.noisy,
         noisy_sigma0=m.noisy_sigma0,
+        traced=m.traced,
     )
 
 
