@@ -16,6 +16,11 @@ trains and plays in a fresh process of its own, so none inherits another's proce
     .venv/bin/python benchmarks/dqn_vs_sb3.py            # both, 30k steps each
     .venv/bin/python benchmarks/dqn_vs_sb3.py --bf16     # and ours in mixed precision
     .venv/bin/python benchmarks/dqn_vs_sb3.py --steps 10000 --skip-sb3
+    .venv/bin/python benchmarks/dqn_vs_sb3.py --bf16 --rounds 3   # medians of 3 rounds
+
+With `--rounds N` every contender runs N times, interleaved (the order rotates from
+round to round), and the table shows medians: on a shared VM one run of either side
+varies by 5-10% (SB3's most of all: its OpenMP threads spin on cores it may not get).
 
 SB3 is optional (`pip install -e '.[bench]'`); without it only ours runs.
 """
@@ -265,6 +270,16 @@ def train_and_evaluate(
     return result
 
 
+def median_result(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One contender's rounds: medians of the speed figures, the worst greedy figures."""
+    result = dict(runs[0])
+    for key in ("train_s", "cpu_s", "env_steps_per_s", "cpu_ms_per_step", "updates"):
+        result[key] = float(np.median([run[key] for run in runs]))
+    for key in ("mean_return", "mean_score", "win_rate"):
+        result[key] = min(run[key] for run in runs)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", default="catch", help="bundled game (default: catch)")
@@ -285,15 +300,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also run ours with learner.precision=bf16 (mixed precision; SB3 has none)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every contender this many times, interleaved; the table shows medians",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # progress lines
     shared = shared_settings(args.steps)
     if args.replay_ratio is not None:
         shared["replay_ratio"] = args.replay_ratio
     if args.batch_size is not None:
         shared["batch_size"] = args.batch_size
-    print("shared settings: " + ", ".join(f"{k}={v}" for k, v in shared.items()), flush=True)
-    results: dict[str, dict[str, Any]] = {}
+    print("shared settings: " + ", ".join(f"{k}={v}" for k, v in shared.items()))
     names = ["ours"] + (["ours-bf16"] if args.bf16 else [])
     if args.skip_sb3:
         print("SB3: skipped (--skip-sb3)")
@@ -301,18 +322,33 @@ def main(argv: list[str] | None = None) -> int:
         print("SB3: skipped (stable-baselines3 is not installed: pip install -e '.[bench]')")
     else:
         names.append("sb3")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, not {args.rounds}")
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     run_dir = Path(tempfile.mkdtemp(prefix="dqn_vs_sb3-"))
     try:
-        for name in names:
-            print(f"{name}: {args.steps:,} steps on {args.game} (own process) ...", flush=True)
-            results[name] = run_isolated(train_and_evaluate, name, args, shared, run_dir)
-            report(name, results[name])
+        for index in range(args.rounds):
+            order = names[index % len(names) :] + names[: index % len(names)]
+            label = f" (round {index + 1} of {args.rounds})" if args.rounds > 1 else ""
+            for name in order:
+                print(f"{name}: {args.steps:,} steps on {args.game} (own process){label} ...")
+                result = run_isolated(train_and_evaluate, name, args, shared, run_dir / str(index))
+                result["env_steps_per_s"] = result["steps"] / result["train_s"]
+                result["cpu_ms_per_step"] = 1000 * result["cpu_s"] / result["steps"]
+                rounds[name].append(result)
+                report(name, result)
+            if "sb3" in rounds and args.rounds > 1:
+                sb3 = rounds["sb3"][-1]["env_steps_per_s"]
+                ratios = [
+                    f"{n}/sb3 {rounds[n][-1]['env_steps_per_s'] / sb3:.2f}x"
+                    for n in names
+                    if n != "sb3"
+                ]
+                print(f"round {index + 1}: " + ", ".join(ratios))
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
 
-    for result in results.values():
-        result["env_steps_per_s"] = result["steps"] / result["train_s"]
-        result["cpu_ms_per_step"] = 1000 * result["cpu_s"] / result["steps"]
+    results = {name: median_result(runs) for name, runs in rounds.items()}
     rows = [
         ("env steps/s", "env_steps_per_s", "{:,.0f}"),
         ("training time (s)", "train_s", "{:,.1f}"),
@@ -325,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     names = list(results)
     ratios = [n for n in names if n != "sb3"] if "sb3" in results else []
     print()
+    if args.rounds > 1:
+        print(f"medians of {args.rounds} rounds (greedy figures: the worst round)")
     print(
         f"{'':32}"
         + "".join(f"{n:>14}" for n in names)
@@ -348,7 +386,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"args": vars(args) | {"json": str(args.json)}, "results": results}, indent=2
+                {
+                    "args": vars(args) | {"json": str(args.json)},
+                    "results": results,
+                    "rounds": rounds,
+                },
+                indent=2,
             )
         )
     return 0
