@@ -38,10 +38,12 @@ def filled_buffer(prioritized: bool) -> ReplayBuffer:
     return buffer
 
 
-def make_learner(prefetch: bool, settings: dict[str, Any], tmp_path: Path) -> Learner:
+def make_learner(
+    prefetch: bool, settings: dict[str, Any], tmp_path: Path, traced: bool = True
+) -> Learner:
     config = DQNExperimentConfiguration.from_dict(
         {
-            "model": {"torso": "small_cnn", "head_hidden": 32},
+            "model": {"torso": "small_cnn", "head_hidden": 32, "traced": traced},
             "replay": {"prioritized": settings.pop("prioritized", False)},
             "learner": {"prefetch": prefetch, "batch_size": 16, **settings},
         }
@@ -116,6 +118,23 @@ def test_prefetching_learner_matches_inline_learner_exactly(
     # checkpoint is the one a learner that never looked ahead would have.
     assert inline["held_state"]["rng"] == prefetched["held_state"]["rng"]
     assert inline["held_state"]["updates"] == prefetched["held_state"]["updates"] == 7
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_traced_learner_trains_exactly_like_the_eager_one(precision: str, tmp_path: Path) -> None:
+    # The traced forward passes (learner, target, double DQN's online values on the
+    # prefetch thread) change how the operators are called, not what they compute.
+    settings = {"double_dqn": True, "target": {"type": "hard", "period": 4}, "precision": precision}
+    eager_learner = make_learner(True, dict(settings), tmp_path, traced=False)
+    traced_learner = make_learner(True, dict(settings), tmp_path, traced=True)
+    assert eager_learner.model.graphs is None and traced_learner.model.graphs is not None
+    eager = run_updates(eager_learner, 10)
+    traced = run_updates(traced_learner, 10)
+    assert traced_learner.model.graphs is not None and len(traced_learner.model.graphs._graphs) > 0
+    for key in ("weights", "target"):
+        for name, tensor in eager[key].items():
+            assert torch.equal(tensor, traced[key][name]), f"{key} {name} differs"
+    assert eager["rng"] == traced["rng"]
 
 
 def test_prefetch_error_reaches_the_learner(tmp_path: Path) -> None:
