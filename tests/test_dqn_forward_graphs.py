@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import warnings
 
 import pytest
 import torch
@@ -137,3 +138,20 @@ def test_threads_share_one_graph() -> None:
         thread.join()
     assert results == [True] * 80
     assert traced.graphs is not None and len(traced.graphs._graphs) == 1
+
+
+def test_a_failed_trace_falls_back_to_eager_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    eager, traced = twins(observation_shape=(6,), num_actions=2)
+
+    def no_tracing(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no TorchScript in this torch")
+
+    monkeypatch.setattr(torch.jit, "trace_module", no_tracing)
+    inputs = torch.randn(4, 6)
+    with pytest.warns(RuntimeWarning, match="no TorchScript in this torch.*running it eagerly"):
+        assert torch.equal(traced(inputs), eager(inputs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no second warning
+        assert torch.equal(traced(inputs), eager(inputs))

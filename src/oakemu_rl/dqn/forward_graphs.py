@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.jit._fuser import optimized_execution
 from torch.jit._trace import TracerWarning
 
 
@@ -63,18 +64,10 @@ class ForwardGraphs:
         )
         graph = self._graphs.get(key)
         if graph is None or self._first is not next(module.parameters(), None):
-            if self._unavailable:
-                result: torch.Tensor = getattr(module, self._method)(inputs)
-                return result
-            graph = self._trace(key, inputs)
-            if graph is None:
-                return self(inputs)
-        optimize = torch._C._get_graph_executor_optimize()
-        torch._C._set_graph_executor_optimize(False)
-        try:
-            result = getattr(graph, self._method)(inputs)
-        finally:
-            torch._C._set_graph_executor_optimize(optimize)
+            graph = None if self._unavailable else self._trace(key, inputs)
+        # Unoptimised, the graph runs the operators its trace recorded (thread-local).
+        with optimized_execution(False):
+            result: torch.Tensor = getattr(module if graph is None else graph, self._method)(inputs)
         return result
 
     def clear(self) -> None:
@@ -91,10 +84,12 @@ class ForwardGraphs:
                 self._first = first
             graph = self._graphs.get(key)
             if graph is None:
-                optimize = torch._C._get_graph_executor_optimize()
-                torch._C._set_graph_executor_optimize(False)
                 try:
-                    with torch.no_grad(), warnings.catch_warnings():
+                    with (
+                        optimized_execution(False),
+                        torch.no_grad(),
+                        warnings.catch_warnings(),
+                    ):
                         warnings.simplefilter("ignore", TracerWarning)
                         warnings.simplefilter("ignore", DeprecationWarning)
                         graph = torch.jit.trace_module(  # type: ignore[no-untyped-call]
@@ -109,8 +104,6 @@ class ForwardGraphs:
                         stacklevel=3,
                     )
                     return None
-                finally:
-                    torch._C._set_graph_executor_optimize(optimize)
                 self._graphs[key] = graph
             return graph
 

@@ -91,6 +91,7 @@ from .worker import (
     EnvFault,
     EnvHost,
     WorkerPriority,
+    is_worker_priority,
     worker_main,
 )
 
@@ -273,7 +274,7 @@ class OakEmuMultiEnv:
             raise ValueError(f"num_envs must be at least 1, not {num_envs}")
         if backend not in ("process", "inline"):
             raise ValueError(f"backend must be 'process' or 'inline', not {backend!r}")
-        if worker_nice != "idle" and not (isinstance(worker_nice, int) and 0 <= worker_nice <= 19):
+        if not is_worker_priority(worker_nice):
             raise ValueError(f"worker_nice must be 0-19 or 'idle', not {worker_nice!r}")
         if env_factory is None:
             assert game is not None

@@ -162,6 +162,11 @@ WorkerPriority = int | Literal["idle"]
 """A worker's scheduling priority: a Unix nice increment (0-19), or 'idle'."""
 
 
+def is_worker_priority(value: object) -> bool:
+    """Whether `value` is a valid `WorkerPriority`."""
+    return value == "idle" or (type(value) is int and 0 <= value <= 19)
+
+
 def lower_priority(priority: WorkerPriority) -> None:
     """Lower this process's scheduling priority (never raise it; no privilege needed).
 

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Self
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
+from ..envs.worker import WorkerPriority, is_worker_priority
+
 
 def _check_worker_nice(value: Any) -> Any:
-    if value == "idle" or (type(value) is int and 0 <= value <= 19):
+    if is_worker_priority(value):
         return value
     raise ValueError("expected a nice increment 0-19 or 'idle'")
 
 
-WorkerNice = Annotated[int | Literal["idle"], BeforeValidator(_check_worker_nice)]
+WorkerNice = Annotated[WorkerPriority, BeforeValidator(_check_worker_nice)]
 """The env workers' scheduling priority: a nice increment 0-19, or 'idle' (SCHED_IDLE)."""
 
 
