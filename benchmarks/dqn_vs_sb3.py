@@ -10,8 +10,8 @@ SB3 runs its default single-env DQN through the Gymnasium registration of the ga
 (with torch's default thread count). `--bf16` adds a run of ours with the learner in
 bfloat16 mixed precision (`learner.precision: bf16`), which SB3 does not offer.
 After training, each agent plays the same greedy evaluation episodes. Each contender
-trains and plays in a fresh process of its own, so none inherits another's process settings
-(OakEmu-RL's experiments tune the allocator and torch's threads for the whole process).
+trains and plays in a fresh process of its own, so none inherits another's process
+settings (torch's thread counts).
 
     .venv/bin/python benchmarks/dqn_vs_sb3.py            # both, 30k steps each
     .venv/bin/python benchmarks/dqn_vs_sb3.py --bf16     # and ours in mixed precision
@@ -48,7 +48,7 @@ from oakemu_rl.dqn.config import DQNExperimentConfiguration
 from oakemu_rl.dqn.model import _small_cnn
 from oakemu_rl.envs import OakEmuEnv, ObservationConfig
 from oakemu_rl.experiments import DQNExperiment, find_checkpoint
-from oakemu_rl.experiments.dqn_experiment import build_model, make_multi_env
+from oakemu_rl.runtime.env_owner import make_multi_env
 
 DEFAULTS = DQNExperimentConfiguration()
 OBSERVATION = DEFAULTS.env.observation.model_dump()
@@ -124,7 +124,7 @@ def run_ours(
     cpu = run_cpu.stop()
     checkpoint = find_checkpoint(run_dir)
     env = OakEmuEnv(game, ObservationConfig(**OBSERVATION))
-    model = build_model(config, env.observation_space.shape, env.num_actions)
+    model = DQNExperiment.build_model(config, env.observation_space.shape, env.num_actions)
     model.load_state_dict(checkpoint.load_torch("model.pt")["learner"])
     model.eval()
     env.close()

@@ -56,9 +56,9 @@ from torch import nn
 from cpu_accounting import RunCPU, bound_report, cores
 from isolation import run_isolated
 from oakemu_rl.envs.factory import make_env
-from oakemu_rl.experiments.ppo_experiment import PPOExperiment
-from oakemu_rl.ppo.actor import make_multi_env
+from oakemu_rl.experiments import PPOExperiment
 from oakemu_rl.ppo.config import PPOExperimentConfiguration
+from oakemu_rl.runtime.env_owner import make_multi_env
 
 RAM_OBSERVATION = {"type": "ram", "ram": ["ball_x", "ball_y", "paddle_x"], "frame_stack": 1}
 

@@ -110,6 +110,7 @@ def build_components(
     observation_shape: tuple[int, ...] = (2,),
     num_actions: int = 2,
     observation_dtype: Any = np.float32,
+    wait_at: Any = None,
 ) -> Components:
     """Actor, learner, state adapter and checkpoint manager (by default on a 2-input,
     2-action model for CountingEnv)."""
@@ -132,7 +133,7 @@ def build_components(
     buffer = RolloutBuffer(
         config.ppo.rollout_steps, config.env.num_envs, observation_shape, observation_dtype
     )
-    handshake = RolloutHandshake(context.stop_event)
+    handshake = RolloutHandshake(context.stop_event, wait_at=wait_at)
     num_envs = config.env.num_envs
     actor = PPOActor(
         context,

@@ -250,14 +250,21 @@ def test_config_defaults_yaml_round_trip(tmp_path: Path) -> None:
     assert DQNExperimentConfiguration.from_yaml(path) == config
     from pydantic import BaseModel
 
-    from oakemu_rl.dqn import config as module
+    from oakemu_rl.dqn import config as dqn_module
+    from oakemu_rl.envs import observation as observation_module
+    from oakemu_rl.ppo import config as ppo_module
+    from oakemu_rl.runtime import config_base, rollback
 
-    models = [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, BaseModel)]
-    for model in models:
-        if model.__module__ != module.__name__:
-            continue
-        for name, field in model.model_fields.items():
-            assert field.description, f"{model.__name__}.{name} has no description"
+    # Every setting of both algorithms says what it does (`oakemu-rl config show`).
+    for module in (dqn_module, ppo_module, config_base, rollback, observation_module):
+        models = [
+            v for v in vars(module).values() if isinstance(v, type) and issubclass(v, BaseModel)
+        ]
+        for model in models:
+            if model.__module__ != module.__name__:
+                continue
+            for name, field in model.model_fields.items():
+                assert field.description, f"{model.__name__}.{name} has no description"
 
 
 def test_config_errors_name_file_and_field(tmp_path: Path) -> None:
@@ -278,19 +285,54 @@ def test_config_errors_name_file_and_field(tmp_path: Path) -> None:
         DQNExperimentConfiguration.from_yaml(tmp_path / "missing.yaml")
 
 
-@pytest.mark.parametrize("max_norm", [0.5, 10.0, 1e6])
-def test_learner_gradient_clipping_matches_torch_bit_for_bit(max_norm: float) -> None:
-    from oakemu_rl.dqn.learner import clip_grad_norm
+def _huber(x: float, delta: float) -> float:
+    return 0.5 * x * x if abs(x) <= delta else delta * (abs(x) - 0.5 * delta)
 
-    g = torch.Generator().manual_seed(3)
-    shapes = [(16, 2, 5, 5), (16,), (256, 512), (256,), (3, 256), (3,)]
-    ours = [torch.randn(s, generator=g) * 0.3 for s in shapes]
-    theirs = [t.clone().requires_grad_() for t in ours]
-    for t, grad in zip(theirs, ours, strict=True):
-        t.grad = grad.clone()
-    expected_total = torch.nn.utils.clip_grad_norm_(theirs, max_norm)
-    total = clip_grad_norm(ours, max_norm)
-    assert torch.equal(total, expected_total)
-    assert all(torch.equal(a, t.grad) for a, t in zip(ours, theirs, strict=True))
-    clipped = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(a) for a in ours]))
-    assert float(clipped) == pytest.approx(min(float(total), max_norm), rel=1e-5)
+
+@pytest.mark.parametrize("double", [True, False], ids=["double", "dqn"])
+def test_td_loss_matches_the_textbook_targets(double: bool) -> None:
+    from oakemu_rl.dqn.td_loss import td_loss
+
+    g = torch.Generator().manual_seed(1)
+    batch, actions_n = 6, 4
+    q = torch.randn(batch, actions_n, generator=g, requires_grad=True)
+    actions = torch.randint(0, actions_n, (batch,), generator=g)
+    returns = torch.randn(batch, generator=g)
+    discounts = torch.tensor([0.97, 0.0, 0.97, 0.97, 0.0, 0.97])  # 0: terminated
+    target_q = torch.randn(batch, actions_n, generator=g) * 3
+    online_q = torch.randn(batch, actions_n, generator=g)
+    weights = torch.rand(batch, generator=g)
+    result = td_loss(
+        q, actions, returns, discounts, target_q, online_q if double else None, weights,
+        huber_delta=1.0,
+    )  # fmt: skip
+    expected_loss, expected_td = 0.0, []
+    for i in range(batch):
+        chooser = online_q[i] if double else target_q[i]
+        target = float(returns[i]) + float(discounts[i]) * float(target_q[i, int(chooser.argmax())])
+        td = float(q[i, actions[i]].detach()) - target
+        expected_td.append(td)
+        expected_loss += float(weights[i]) * _huber(td, 1.0) / batch
+    assert float(result.loss.detach()) == pytest.approx(expected_loss, rel=1e-5)
+    assert result.td_errors.tolist() == pytest.approx(expected_td, rel=1e-5)
+    assert result.q_taken.tolist() == pytest.approx(q[torch.arange(batch), actions].tolist())
+    result.loss.backward()
+    assert q.grad is not None
+    untaken = torch.ones_like(q, dtype=torch.bool)
+    untaken[torch.arange(batch), actions] = False
+    assert torch.all(q.grad[untaken] == 0)  # only Q(s, a) is trained
+
+
+def test_td_loss_never_bootstraps_from_a_masked_action() -> None:
+    from oakemu_rl.dqn.td_loss import td_loss
+
+    masker = ActionMasker(3, allowed=[0, 2])
+    q = torch.zeros(1, 3)
+    target_q = torch.tensor([[1.0, 50.0, 2.0]])
+    online_q = torch.tensor([[0.0, 9.0, 1.0]])  # prefers the disallowed action 1
+    ones = torch.ones(1)
+    result = td_loss(
+        q, torch.zeros(1, dtype=torch.long), torch.zeros(1), ones, target_q, online_q, ones,
+        huber_delta=1.0, action_mask=masker.additive_mask(q.device),
+    )  # fmt: skip
+    assert float(result.td_errors[0]) == pytest.approx(-2.0)  # Q(s', 2), not Q(s', 1)

@@ -147,26 +147,25 @@ def test_replace_replay_buffer_reconnects_the_writer(tmp_path: Path) -> None:
 def test_configured_worker_nice_reaches_the_worker_processes(algo: str) -> None:
     import os
 
-    from oakemu_rl.dqn.trainer import make_multi_env as dqn_multi_env
-    from oakemu_rl.ppo.actor import make_multi_env as ppo_multi_env
+    from oakemu_rl.runtime.env_owner import make_multi_env
     from ppo_testing import small_config
 
     env_settings = {"num_envs": 2, "num_workers": 1, "backend": "process"}
     parent = os.getpriority(os.PRIO_PROCESS, 0)
     if algo == "dqn":
         config = cartpole_config(env=env_settings)
-        assert config.env.worker_nice == "idle"  # DQN's default: the learner is its critical path
-        with dqn_multi_env(config) as env:
+        assert config.env.worker_nice == "idle"  # one default for both algorithms
+        with make_multi_env(config) as env:
             env.reset_all()
             env.poll(timeout=10)
             assert [os.sched_getscheduler(pid) for pid in env.worker_pids] == [os.SCHED_IDLE]
         config = cartpole_config(env={**env_settings, "worker_nice": 10})
-        env = dqn_multi_env(config)
+        env = make_multi_env(config)
         expected = 10
     else:
         config = small_config(env={**env_settings, "worker_nice": 3})
-        assert small_config().env.worker_nice == 0  # PPO's default: it measured no gain
-        env = ppo_multi_env(config)
+        assert small_config().env.worker_nice == "idle"
+        env = make_multi_env(config)
         expected = 3
     with env:
         env.reset_all()

@@ -97,14 +97,13 @@ def test_actor_fills_columns_parks_envs_and_bootstraps(tmp_path: Path) -> None:
     assert c.metrics.get("episode/return") is not None
 
 
-def test_actor_properties_bc_source_and_runtime_state(tmp_path: Path) -> None:
-    cache = ReplayObservationCache(8)
+def test_actor_properties_bc_refusal_and_runtime_state(tmp_path: Path) -> None:
     c = build_components(tmp_path)
     assert c.actor.replay_observation_cache is None
-    c.actor.set_bc_materialisation_source(BCMaterialisationSource())
-    assert c.actor.bc_materialisation_source is not None
+    # Behaviour cloning is not in this version: asking for it is an error, not a no-op.
+    with pytest.raises(NotImplementedError, match="behaviour cloning"):
+        c.actor.set_bc_materialisation_source(BCMaterialisationSource())
     c.actor.set_bc_materialisation_source(None)
-    assert c.actor.bc_materialisation_source is None
 
     learner = fake_learner(c.handshake, lambda: None)
     c.actor.run()
@@ -115,11 +114,14 @@ def test_actor_properties_bc_source_and_runtime_state(tmp_path: Path) -> None:
     other = build_components(tmp_path / "other")
     from oakemu_rl.ppo.actor import PPOActor
 
+    with pytest.raises(NotImplementedError, match="behaviour cloning"):
+        PPOActor(
+            other.context, other.actor_model, other.container, other.buffer, other.handshake,
+            replay_observation_cache=ReplayObservationCache(8),
+        )  # fmt: skip
     actor = PPOActor(
-        other.context, other.actor_model, other.container, other.buffer, other.handshake,
-        replay_observation_cache=cache,
-    )  # fmt: skip
-    assert actor.replay_observation_cache is cache
+        other.context, other.actor_model, other.container, other.buffer, other.handshake
+    )
     actor.restore_runtime_state(state)
     assert actor.steps == 64 and actor.total_episodes == 16 and actor.total_losses == 10
     assert actor.runtime_state().to_dict() == state.to_dict()
@@ -132,26 +134,24 @@ def test_actor_properties_bc_source_and_runtime_state(tmp_path: Path) -> None:
 def test_a_step_lost_with_its_worker_truncates_the_step_before(tmp_path: Path) -> None:
     c = build_components(tmp_path, small_config(env={"num_envs": 1}, ppo={"minibatches": 1}))
     actor, buffer = c.actor, c.buffer
-    env = actor._open_env()
+    env = actor._envs.open()
     actor.lifecycle.request_reset(env, actor.lifecycle[0])
-    requests: list[Any] = []
     for result in env.poll():
-        actor._handle(env, result, requests)
-    actor._select_actions(env, requests)  # row 0 acted
+        actor._handle(env, result)
+    actor._flush_inference(env)  # row 0 acted
     for _ in range(2):
-        requests = []
         for result in env.poll():
-            actor._handle(env, result, requests)
-        actor._select_actions(env, requests)  # rows 1, 2 acted
+            actor._handle(env, result)
+        actor._flush_inference(env)  # rows 1, 2 acted
     assert buffer.positions[0] == 2 and buffer.has_pending_action(0)
     pending_value = float(buffer.values[2, 0])
     env.poll()  # the step in flight is "lost": its result never arrives
     lost = StepResult(0, np.zeros(2, np.float32), 0.0, False, True, {"worker_lost": True})
-    actor._handle(env, lost, [])
+    actor._handle(env, lost)
     assert not buffer.has_pending_action(0) and buffer.positions[0] == 2
     assert buffer.truncated[1, 0] and buffer.truncation_values[1, 0] == pending_value
     assert actor.total_truncated == 1
-    actor._close_env()
+    actor._envs.close()
 
 
 def test_restart_pool_saves_states_and_starts_episodes_from_them(tmp_path: Path) -> None:
@@ -197,10 +197,10 @@ def test_restart_pool_saves_states_and_starts_episodes_from_them(tmp_path: Path)
     assert any(s.start_point == "restart" for s in c.actor.lifecycle.states)
 
 
-def _overlap_components(tmp_path: Path) -> Any:
+def _overlap_components(tmp_path: Path, wait_at: Any = None) -> Any:
     # 3 rollouts of 4 envs x 8 steps; the learner may train while the actor collects.
     config = small_config(total_steps=96, ppo={"overlap_collection": True})
-    return build_components(tmp_path, config)
+    return build_components(tmp_path, config, wait_at=wait_at)
 
 
 def test_overlapping_actor_collects_the_next_rollout_while_the_learner_trains(
@@ -237,9 +237,8 @@ def test_overlapping_actor_collects_the_next_rollout_while_the_learner_trains(
         assert (positions == 8).all()
 
 
-def test_overlapping_actor_waits_for_the_rollouts_hand_off_waits_names(tmp_path: Path) -> None:
-    c = _overlap_components(tmp_path)
-    c.actor.hand_off_waits = lambda step: step == 64  # e.g. a checkpoint at step 64
+def test_overlapping_actor_waits_for_the_rollouts_the_handshake_names(tmp_path: Path) -> None:
+    c = _overlap_components(tmp_path, wait_at=lambda step: step == 64)  # a checkpoint at 64
     steps_while_training: list[tuple[int, int]] = []
 
     def train() -> None:
@@ -282,7 +281,7 @@ def test_async_rollouts_pair_each_action_with_its_own_observations(
 ) -> None:
     """Catch in worker processes, results arriving in any order: in every stored column the
     basket moves from one observation to the next as the stored action says."""
-    from oakemu_rl.ppo.actor import make_multi_env
+    from oakemu_rl.runtime.env_owner import make_multi_env
 
     observation = {"type": "ram", "ram": ["ball_x", "ball_y", "paddle_x"], "frame_stack": 1}
     config = small_config(

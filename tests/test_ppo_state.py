@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from oakemu_rl.ppo.state_adapter import ACTOR_FILE, LEARNER_FILE, RUN_FILE, PPOStateAdapter
+from oakemu_rl.ppo.state_adapter import PPOStateAdapter
 from oakemu_rl.runtime.checkpoints import CheckpointError, CheckpointFile, CheckpointManager
+from oakemu_rl.runtime.state_adapter import ACTOR_FILE, LEARNER_FILE, RUN_FILE
 from oakemu_rl.trajectories.restart_pool import RestartPool
 from ppo_testing import (
     Components,
@@ -134,9 +135,10 @@ def test_restart_pool_is_checkpointed(tmp_path: Path) -> None:
 def test_run_resume_and_evaluate(tmp_path: Path, overlap: bool) -> None:
     """A short CartPole run, resumed with a bigger budget, then evaluated from its run dir;
     with overlapping collection too, whose checkpoints must be as consistent."""
-    from oakemu_rl.experiments.ppo_experiment import (
+    from oakemu_rl.experiments import (
         PPOExperiment,
-        evaluate_ppo_checkpoint,
+        evaluate_checkpoint,
+        find_checkpoint,
         read_algo,
     )
 
@@ -172,5 +174,5 @@ def test_run_resume_and_evaluate(tmp_path: Path, overlap: bool) -> None:
     assert any("resumed" in line for line in lines)
     assert json.loads((run_dir / "summary.json").read_text())["steps"] == 2048
 
-    result = evaluate_ppo_checkpoint(run_dir, episodes=3)
+    result = evaluate_checkpoint(find_checkpoint(run_dir, best=True), episodes=3)
     assert result.episodes == 3 and result.policy == "greedy"

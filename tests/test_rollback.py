@@ -28,17 +28,24 @@ LONG = small_config(total_steps=1_000_000)
 
 
 def _controller(c: Components, **settings: Any) -> tuple[RollbackController, list[str]]:
+    """The controller a run builds (restore through the state adapter, then scale the
+    learning rate); the learner reports to it."""
     messages: list[str] = []
+
+    def restore(checkpoint: Checkpoint, lr_scale: float) -> int:
+        step = c.adapter.restore_for_rollback(checkpoint)
+        c.learner.set_lr_scale(lr_scale)
+        return step
+
     controller = RollbackController(
         RollbackSettings(**settings),
-        c.adapter,
         c.checkpoints,
-        lr_scale_setter=c.learner.set_lr_scale,
+        restore,
         metrics=c.metrics,
         log=messages.append,
         on_give_up=lambda text: messages.append(f"GIVE UP: {text}"),
     )
-    c.learner.rollback = controller
+    c.learner.monitor = controller
     return controller, messages
 
 
@@ -217,7 +224,7 @@ class _Adapter:
         return int(checkpoint.read_json("actor_state.json")["steps"])
 
 
-def test_generic_use_with_an_optimizer_scales_its_learning_rate(tmp_path: Path) -> None:
+def test_generic_use_restores_and_scales_the_learning_rate(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -228,8 +235,15 @@ def test_generic_use_with_an_optimizer_scales_its_learning_rate(tmp_path: Path) 
     with torch.no_grad():
         model.weight.add_(1.0)
     sink = MemorySink()
+
+    def restore(checkpoint: Checkpoint, lr_scale: float) -> int:
+        step = adapter.restore_for_rollback(checkpoint)
+        for group in optimizer.param_groups:
+            group["lr"] = 0.01 * lr_scale
+        return step
+
     controller = RollbackController(
-        RollbackSettings(lr_factor=0.25), adapter, manager, optimizer=optimizer, metrics=sink
+        RollbackSettings(lr_factor=0.25), manager, restore, metrics=sink
     )
     assert controller.check_weights(model.parameters(), 60) is False
     with torch.no_grad():
@@ -239,7 +253,7 @@ def test_generic_use_with_an_optimizer_scales_its_learning_rate(tmp_path: Path) 
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.0025)
     assert sink.get("train/total_rollbacks") == 1.0
 
-    restored = RollbackController(RollbackSettings(), adapter, manager, optimizer=optimizer)
+    restored = RollbackController(RollbackSettings(), manager, restore)
     restored.load_state_dict(json.loads(json.dumps(controller.state_dict())))
     assert restored.total_rollbacks == 1 and restored.lr_scale == 0.25
 

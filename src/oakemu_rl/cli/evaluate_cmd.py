@@ -32,9 +32,7 @@ def _clean(value: float) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments.dqn_experiment import RunError
-    from ..experiments.evaluation import evaluate_checkpoint, find_checkpoint
-    from ..experiments.ppo_experiment import evaluate_ppo_checkpoint, read_algo
+    from ..experiments import RunError, evaluate_checkpoint, find_checkpoint, read_algo
     from ..runtime.checkpoints import CheckpointError
     from ..runtime.config_base import ConfigError
 
@@ -42,14 +40,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--epsilon must be between 0 and 1, got {args.epsilon}")
     try:
         checkpoint = find_checkpoint(args.target, best=args.best)
-        if checkpoint.has("config.yaml") and read_algo(checkpoint.path) == "ppo":
-            if args.epsilon is not None:
-                raise UsageError("--epsilon applies to DQN agents; a PPO agent plays its policy")
-            result = evaluate_ppo_checkpoint(checkpoint, args.episodes, seed=args.seed)
-        else:
-            result = evaluate_checkpoint(
-                checkpoint, args.episodes, seed=args.seed, epsilon=args.epsilon
-            )
+        if args.epsilon is not None and read_algo(checkpoint.path) == "ppo":
+            raise UsageError("--epsilon applies to DQN agents; a PPO agent plays its policy")
+        result = evaluate_checkpoint(
+            checkpoint, args.episodes, seed=args.seed, epsilon=args.epsilon
+        )
     except (ConfigError, RunError, CheckpointError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
+
+if TYPE_CHECKING:
+    from ..experiments import Experiment
+    from ..runtime.config_base import ExperimentConfiguration
 
 
 def _positive_int(text: str) -> int:
@@ -54,17 +59,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..dqn.config import DQNExperimentConfiguration
     from ..envs.gym_backend import is_gym_id
-    from ..experiments.dqn_experiment import CONFIG_NAME, DQNExperiment, RunError
-    from ..experiments.ppo_experiment import PPOExperiment, read_algo
+    from ..experiments import RunError, read_algo
+    from ..experiments.run_directory import CONFIG_NAME
     from ..games.loader import load_game
-    from ..ppo.config import PPOExperimentConfiguration
     from ..runtime.checkpoints import CheckpointError
     from ..runtime.config_base import ConfigError
 
     console = False if args.quiet else None
     try:
+        experiment: Experiment[Any]
         if args.resume is not None:
             given = [
                 flag
@@ -85,21 +89,11 @@ def run(args: argparse.Namespace) -> int:
             algo = read_algo(resumed) if resumed.is_file() else "dqn"
             if args.algo is not None and args.algo != algo:
                 raise UsageError(f"--algo {args.algo}: {args.resume} is a {algo} run")
-            experiment: DQNExperiment | PPOExperiment = (
-                PPOExperiment if algo == "ppo" else DQNExperiment
-            ).from_run_dir(args.resume, total_steps=args.steps, console=console)
+            experiment = experiment_type(algo).from_run_dir(
+                args.resume, total_steps=args.steps, console=console
+            )
         else:
-            algo = args.algo or (
-                read_algo(args.config)
-                if args.config is not None and args.config.is_file()
-                else "dqn"
-            )
-            config_class: type[DQNExperimentConfiguration | PPOExperimentConfiguration] = (
-                PPOExperimentConfiguration if algo == "ppo" else DQNExperimentConfiguration
-            )
-            config = (
-                config_class.from_yaml(args.config) if args.config is not None else config_class()
-            )
+            config = load_config(args.algo, args.config)
             config = config.with_overrides(game=args.game, total_steps=args.steps, seed=args.seed)
             if not is_gym_id(config.game):
                 load_game(config.game)  # a wrong game fails here, before any worker starts
@@ -108,11 +102,30 @@ def run(args: argparse.Namespace) -> int:
                     f"--run-dir {args.run_dir} already holds a run; continue it with "
                     f"--resume {args.run_dir} or choose another directory"
                 )
-            if isinstance(config, PPOExperimentConfiguration):
-                experiment = PPOExperiment(config, args.run_dir, console=console)
-            else:
-                experiment = DQNExperiment(config, args.run_dir, console=console)
+            experiment = experiment_type(config.algo)(config, args.run_dir, console=console)
         experiment.run()
     except (ConfigError, RunError, CheckpointError) as exc:
         raise UsageError(str(exc)) from None
     return 0
+
+
+def load_config(algo: str | None, path: Path | None) -> ExperimentConfiguration:
+    """The configuration of `--algo` (default: the file's `algo`, else dqn): the file at
+    `path` or the defaults."""
+    from ..experiments import read_algo
+
+    if algo is None:
+        algo = read_algo(path) if path is not None and path.is_file() else "dqn"
+    config_type = experiment_type(algo).config_type
+    if path is None:
+        return config_type.from_dict({})
+    return config_type.from_yaml(path)
+
+
+def experiment_type(algo: str) -> type[Experiment[Any]]:
+    """The experiment class of `algo`; a UsageError for an unknown one."""
+    from ..experiments import EXPERIMENTS
+
+    if algo not in EXPERIMENTS:
+        raise UsageError(f"unknown algo {algo!r}; expected one of: {', '.join(EXPERIMENTS)}")
+    return EXPERIMENTS[algo]

@@ -10,14 +10,16 @@ from .exploration import (
     LinearEpsilonGreedy,
     NoisyNetExploration,
 )
-from .learner import Learner, ReplayRatioGate
+from .learner import Learner
 from .model import DQNModel
 from .noisy import NoisyLinear
 from .replay_buffer import ReplayBatch, ReplayBuffer, Transition
+from .replay_ratio_gate import ReplayRatioGate
 from .replay_writer import ReplayWriter
 from .reward_shaping import RewardShapingPipeline
 from .state_adapter import DQNRestoreMetadata, DQNStateAdapter
 from .sum_tree import SumTree
+from .td_loss import TDLoss, td_loss
 from .tester import EvaluationResult, Tester
 from .trainer import Trainer
 
@@ -42,7 +44,9 @@ __all__ = [
     "ReplayWriter",
     "RewardShapingPipeline",
     "SumTree",
+    "TDLoss",
     "Tester",
     "Trainer",
     "Transition",
+    "td_loss",
 ]

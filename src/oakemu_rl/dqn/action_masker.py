@@ -39,6 +39,11 @@ class ActionMasker:
         """A uniformly random allowed action."""
         return int(self.allowed[rng.integers(len(self.allowed))])
 
+    def additive_mask(self, device: torch.device) -> torch.Tensor | None:
+        """0 for allowed actions and -inf for the others, to add to Q values (None when
+        every action is allowed)."""
+        return self._mask.to(device) if self.restricts else None
+
     def mask(self, q_values: torch.Tensor) -> torch.Tensor:
         """Q-values with the disallowed actions at -inf."""
         if not self.restricts:

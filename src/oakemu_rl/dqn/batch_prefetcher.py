@@ -73,8 +73,8 @@ class TargetNetwork:
     def blend(self, online: list[torch.Tensor], tau: float) -> None:
         """Polyak-blend the online parameters into the target network (a new version)."""
         with self.lock:
-            targets: list[torch.Tensor] = list(self.model.parameters())
-            torch._foreach_lerp_(targets, online, tau)
+            for target, source in zip(self.model.parameters(), online, strict=True):
+                target.lerp_(source, tau)
             self.version += 1
 
     @torch.no_grad()
@@ -153,8 +153,11 @@ class BatchPrefetcher:
             self._thread = None
 
     def request(self, beta: float) -> None:
-        """Start preparing the next batch (importance exponent `beta`)."""
+        """Start preparing the next batch (importance exponent `beta`) on the prefetch
+        thread; without a running thread, `take` prepares it instead."""
         with self._cond:
+            if self._thread is None or self._closed:
+                return
             if self._ready is None and self._requested is None and not self._busy:
                 self._requested = beta
                 self._cond.notify_all()

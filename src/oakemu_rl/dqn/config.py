@@ -1,7 +1,7 @@
-"""DQNExperimentConfiguration: every setting of a DQN run, loadable from YAML.
+"""DQNExperimentConfiguration: the shared settings plus DQN's own, loadable from YAML.
 
 Every field has a default that works on the bundled games; `oakemu-rl train` with no
-arguments uses them on `catch`.
+arguments uses them on `catch`. `oakemu-rl config show --algo dqn` prints them all.
 """
 
 from __future__ import annotations
@@ -10,40 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..envs.observation import ObservationConfig
+from ..runtime.config_base import CheckpointSettings, ExperimentConfiguration, TesterSettings
 from ..runtime.config_base import ConfigError as ConfigError  # re-exported
 from ..runtime.config_base import ConfigSection as _Section
-from ..runtime.config_base import ExperimentConfiguration, WorkerNice
-from ..runtime.config_base import format_validation_error as format_validation_error
-from ..runtime.rollback import RollbackSettings
-
-
-class EnvSettings(_Section):
-    """The training envs."""
-
-    num_envs: int = Field(8, ge=1, le=1024, description="Envs stepped asynchronously by the actor.")
-    num_workers: int | None = Field(
-        None, ge=1, description="Worker processes hosting the envs (None: one per CPU core)."
-    )
-    backend: Literal["process", "inline"] = Field(
-        "process", description="'process': envs in worker processes; 'inline': in this process."
-    )
-    worker_nice: WorkerNice = Field(
-        "idle",
-        description="How much the worker processes lower their scheduling priority: a Unix "
-        "nice increment 0-19, or 'idle' (Linux SCHED_IDLE: the workers run only on cores "
-        "nothing else wants, and give a core up at once when the learner or actor wakes). "
-        "With fewer cores than busy threads the learner is DQN's critical path; on 2 cores "
-        "'idle' measured faster than nice 10, and 10 faster than 0 (benchmarks/README.md). "
-        "On a machine shared with other busy jobs, 'idle' workers get only what those leave.",
-    )
-    observation: ObservationConfig = Field(
-        default_factory=lambda: ObservationConfig(height=32, width=32, frame_stack=2),
-        description="What the agent sees (ignored for gym: envs, which keep their own).",
-    )
-    allowed_actions: list[int] | None = Field(
-        None, description="Indices of the game's actions the agent may use (None: all of them)."
-    )
 
 
 class ModelSettings(_Section):
@@ -60,12 +29,11 @@ class ModelSettings(_Section):
     dueling: bool = Field(True, description="Dueling head: separate value and advantage streams.")
     noisy: bool = Field(False, description="Factorised-Gaussian NoisyNet layers in the head.")
     noisy_sigma0: float = Field(0.5, gt=0, description="Initial noise scale of NoisyNet layers.")
-    traced: bool = Field(
-        True,
-        description="Run the network's forward passes as traced TorchScript graphs, run "
-        "unoptimised: the same operators and bit-identical results, but one call from "
-        "Python instead of one per layer (less interpreter time, fewer waits for the GIL "
-        "that the actor and prefetch threads share with the learner).",
+    compile: bool = Field(
+        False,
+        description="Compile the learner's and target network's forward passes with "
+        "torch.compile (needs a C++ compiler on CPU; the first updates wait for it). "
+        "Fewer Python calls per update; the actor and tester stay eager.",
     )
 
 
@@ -123,13 +91,6 @@ class LearnerSettings(_Section):
         True,
         description="Sample the next batch and its target-network values on a second thread "
         "while the learner trains on the current one (same results, less time per update).",
-    )
-    split_batch: bool = Field(
-        False,
-        description="Split each batch's forward and backward passes between the learner and "
-        "the prefetch thread (needs prefetch; the gradients add up: the same step up to the "
-        "order of float sums). Off by default: on 2 cores it was no faster and cost about "
-        "16% more CPU.",
     )
     threads: int = Field(
         0, ge=0, description="Torch threads of the learner thread (0: the run's torch_threads)."
@@ -206,64 +167,32 @@ ShaperConfig = Annotated[
 ]
 
 
-class TesterSettings(_Section):
-    """Periodic greedy evaluation on separate envs."""
+class DQNTesterSettings(TesterSettings):
+    """Evaluation episodes: greedy, or epsilon-greedy with `epsilon`."""
 
-    enabled: bool = Field(True, description="Run the tester.")
-    every_steps: int = Field(25_000, ge=1, description="Env steps between evaluations.")
-    episodes: int = Field(5, ge=1, description="Episodes per evaluation.")
-    num_envs: int = Field(4, ge=1, description="Envs of the tester.")
-    epsilon: float = Field(0.0, ge=0, le=1, description="Epsilon of evaluation episodes.")
-    max_episode_steps: int = Field(
-        27_000, ge=1, description="Steps after which an evaluation episode is cut short."
+    epsilon: float = Field(
+        0.0, ge=0, le=1, description="Chance of a random action in evaluation episodes."
     )
-    random_baseline: bool = Field(
-        True, description="Evaluate a random policy at the start, for comparison."
-    )
-    final_episodes: int = Field(10, ge=1, description="Episodes of the final greedy evaluation.")
 
 
-class CheckpointSettings(_Section):
-    """Checkpoints under <run_dir>/checkpoints."""
+class DQNCheckpointSettings(CheckpointSettings):
+    """Checkpoints; DQN's may also hold the replay buffer."""
 
-    every_steps: int = Field(25_000, ge=1, description="Env steps between checkpoints.")
-    keep_last: int = Field(3, ge=1, description="Newest checkpoints kept.")
-    keep_best: int = Field(1, ge=0, description="Best (by evaluation return) checkpoints kept.")
     save_replay_buffer: bool = Field(
-        False, description="Include the replay buffer, so --resume continues it exactly."
+        False,
+        description="Include the replay buffer, so that --resume continues with it instead "
+        "of refilling it first (large: the whole buffer is written at every checkpoint).",
     )
-
-
-class LoggingSettings(_Section):
-    """TensorBoard and console output."""
-
-    tensorboard: bool = Field(True, description="Write TensorBoard events to <run_dir>/tb.")
-    console: bool = Field(True, description="Show a progress display.")
-    console_interval_s: float = Field(10.0, gt=0, description="Seconds between console lines.")
-    log_every_steps: int = Field(1_000, ge=1, description="Env steps between actor scalars.")
 
 
 class DQNExperimentConfiguration(ExperimentConfiguration):
-    """A DQN run: game, budget and every algorithm setting."""
+    """A DQN run: the shared settings, and the Q-network, exploration, learner and replay."""
 
     algo: Literal["dqn"] = Field("dqn", description="The algorithm.")
-    game: str = Field("catch", description="Bundled game name, game YAML path, or gym:<id>.")
-    total_steps: int = Field(
-        60_000, ge=1, description="Env steps of the run (about 3 minutes on catch, 2 cores)."
+    tester: DQNTesterSettings = Field(default_factory=DQNTesterSettings, description="Evaluation.")
+    checkpoint: DQNCheckpointSettings = Field(
+        default_factory=DQNCheckpointSettings, description="Checkpoints."
     )
-    seed: int = Field(0, ge=0, description="Seed of envs, exploration, sampling and weights.")
-    device: str = Field("cpu", description="Torch device: cpu, cuda, cuda:N or auto.")
-    torch_threads: int = Field(
-        0, ge=0, description="Torch threads in the main process (0: CPU cores minus workers)."
-    )
-    run_name: str | None = Field(None, description="Name of the run (default: from the game).")
-    max_time_s: float | None = Field(
-        None, gt=0, description="Stop after this many seconds of training, whatever the steps."
-    )
-    target_eval_return: float | None = Field(
-        None, description="Stop early once a greedy evaluation reaches this mean return."
-    )
-    env: EnvSettings = Field(default_factory=EnvSettings, description="Training envs.")
     model: ModelSettings = Field(default_factory=ModelSettings, description="The Q-network.")
     exploration: ExplorationSettings = Field(
         default_factory=ExplorationSettings, description="Exploration."
@@ -273,19 +202,10 @@ class DQNExperimentConfiguration(ExperimentConfiguration):
     reward_shaping: list[ShaperConfig] = Field(
         default_factory=list, description="Reward shapers, applied in order."
     )
-    tester: TesterSettings = Field(default_factory=TesterSettings, description="Evaluation.")
-    checkpoint: CheckpointSettings = Field(
-        default_factory=CheckpointSettings, description="Checkpoints."
-    )
-    logging: LoggingSettings = Field(default_factory=LoggingSettings, description="Logging.")
-    rollback: RollbackSettings = Field(
-        default_factory=RollbackSettings, description="Automatic rollback on NaN or collapse."
-    )
 
     @model_validator(mode="after")
     def _consistent(self) -> DQNExperimentConfiguration:
+        self._check_shared()
         if self.exploration.type == "noisy" and not self.model.noisy:
             raise ValueError("exploration.type 'noisy' needs model.noisy: true")
-        if self.env.allowed_actions is not None and not self.env.allowed_actions:
-            raise ValueError("env.allowed_actions must name at least one action (or be null)")
         return self

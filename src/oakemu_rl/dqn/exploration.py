@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,14 @@ class ExplorationStrategy(ABC):
     def should_reset_noise(self, step: int, num_environments: int) -> bool:
         """Whether the actor model's noise should be redrawn before an inference flush."""
         return False
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the strategy (JSON-serialisable; empty for schedules
+        that depend on the step alone)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 - nothing to restore
+        """Restore what `state_dict` returned (missing keys keep their values)."""
 
     @staticmethod
     def from_settings(settings: ExplorationSettings) -> ExplorationStrategy:
@@ -90,3 +99,11 @@ class NoisyNetExploration(ExplorationStrategy):
             self._last_reset_step = step
             return True
         return False
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"noise_reset_step": self._last_reset_step}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "noise_reset_step" in state:
+            step = state["noise_reset_step"]
+            self._last_reset_step = None if step is None else int(step)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from torch import nn
 
-from .forward_graphs import ForwardGraphs
 from .noisy import NoisyLinear
 
 TorsoName = Literal["auto", "small_cnn", "nature_cnn", "mlp"]
@@ -64,8 +63,6 @@ class DQNModel(nn.Module):
         dueling: separate value and advantage streams.
         noisy: NoisyNet layers in the head.
         noisy_sigma0: initial noise scale.
-        traced: run the forward pass as traced TorchScript graphs (`ForwardGraphs`):
-            the same operators and results, one call from Python instead of one a layer.
     """
 
     def __init__(
@@ -79,7 +76,6 @@ class DQNModel(nn.Module):
         dueling: bool = True,
         noisy: bool = False,
         noisy_sigma0: float = 0.5,
-        traced: bool = False,
     ) -> None:
         super().__init__()
         shape = tuple(int(s) for s in observation_shape)
@@ -126,7 +122,6 @@ class DQNModel(nn.Module):
             # most of all a first layer with few input channels. Flattening still
             # follows the (C, H, W) order, so the weights mean what they always meant.
             self.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-        self.graphs = ForwardGraphs(self) if traced else None
 
     @property
     def input_memory_format(self) -> torch.memory_format:
@@ -136,17 +131,6 @@ class DQNModel(nn.Module):
         return torch.contiguous_format
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
-        if (
-            self.graphs is not None
-            and not torch._C._get_tracing_state()  # exporters record the eager operators
-            and not torch.compiler.is_compiling()
-            and not torch.onnx.is_in_onnx_export()
-        ):
-            return self.graphs(observations)
-        return self.forward_eager(observations)
-
-    def forward_eager(self, observations: torch.Tensor) -> torch.Tensor:
-        """The forward pass in eager mode (what the traced graphs record)."""
         if observations.dim() == 4 and self.torso_name in ("small_cnn", "nature_cnn"):
             observations = observations.contiguous(memory_format=torch.channels_last)
         x = observations.float()
@@ -158,14 +142,6 @@ class DQNModel(nn.Module):
             return advantage
         value: torch.Tensor = self.value(features)
         return value + advantage - advantage.mean(dim=1, keepdim=True)
-
-    def _apply(self, fn: Any, recurse: bool = True) -> DQNModel:
-        # .to(), .float() and the like may replace tensors the graphs hold.
-        super()._apply(fn, recurse)  # type: ignore[no-untyped-call]
-        graphs: ForwardGraphs | None = getattr(self, "graphs", None)
-        if graphs is not None:
-            graphs.clear()
-        return self
 
     def reset_noise(self) -> None:
         """Draw new noise in every NoisyNet layer (no-op without them)."""

@@ -10,7 +10,7 @@ import numpy.typing as npt
 import torch
 
 from ..runtime.context import RuntimeContext
-from ..runtime.tester import TESTER_SEED_OFFSET, EvaluationResult, TesterBase
+from ..runtime.tester import EvaluationResult, TesterBase
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .action_masker import ActionMasker
 from .config import DQNExperimentConfiguration
@@ -19,19 +19,14 @@ from .model import DQNModel
 if TYPE_CHECKING:
     from ..envs.multi_env import OakEmuMultiEnv
 
-__all__ = ["TESTER_SEED_OFFSET", "EvaluationResult", "Tester"]
+__all__ = ["EvaluationResult", "Tester"]
 
 
 class Tester(TesterBase[DQNExperimentConfiguration]):
     """Plays evaluation episodes with the tester model: greedy, or epsilon-greedy with
     the configured evaluation epsilon (`tester.epsilon`), or random (the baseline).
 
-    Args:
-        context: the run's context.
-        tester_model: the model the tester plays with.
-        learner_model: where `sync_from_learner` copies weights from.
-        env_factory: builds the tester's multi-env (default: from the config).
-        on_result: called with each result of the evaluation thread.
+    Takes the arguments of `TesterBase`.
     """
 
     def __init__(
@@ -43,25 +38,11 @@ class Tester(TesterBase[DQNExperimentConfiguration]):
         *,
         on_result: Callable[[EvaluationResult], None] | None = None,
     ) -> None:
-        config = context.config
-        super().__init__(
-            context,
-            tester_model,
-            learner_model,
-            env_factory,
-            num_envs=config.tester.num_envs,
-            on_result=on_result,
+        super().__init__(context, tester_model, learner_model, env_factory, on_result=on_result)
+        self.action_masker = ActionMasker(
+            tester_model.num_actions, context.config.env.allowed_actions
         )
-        self.config = config
-        self.action_masker = ActionMasker(tester_model.num_actions, config.env.allowed_actions)
-        self._epsilon = config.tester.epsilon
-
-    def _default_env_factory(self) -> OakEmuMultiEnv:
-        from .trainer import make_multi_env
-
-        return make_multi_env(
-            self.config, num_envs=self.config.tester.num_envs, seed_offset=TESTER_SEED_OFFSET
-        )
+        self._epsilon = context.config.tester.epsilon
 
     def _greedy_actions(self, q_values: torch.Tensor) -> npt.NDArray[np.int64]:
         return self.action_masker.greedy(q_values)

@@ -19,9 +19,11 @@ GRAY_LUT = np.round(PALETTE @ np.array([0.299, 0.587, 0.114])).astype(np.uint8)
 
 
 class RamRange(BaseModel):
+    """A range of memory bytes."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
-    address: int = Field(ge=0, le=0xFFFF)
-    length: int = Field(1, ge=1, le=0x10000)
+    address: int = Field(ge=0, le=0xFFFF, description="First byte's address.")
+    length: int = Field(1, ge=1, le=0x10000, description="Bytes from `address` on.")
 
 
 class ObservationConfig(BaseModel):
@@ -35,12 +37,21 @@ class ObservationConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    type: Literal["screen", "attributes", "ram"] = "screen"
-    grayscale: bool = True
-    height: int = Field(84, ge=8, le=192)
-    width: int = Field(84, ge=8, le=256)
-    frame_stack: int = Field(4, ge=1, le=16)
-    ram: list[str | RamRange] = Field(default_factory=list)
+    type: Literal["screen", "attributes", "ram"] = Field(
+        "screen",
+        description="'screen': pixels of the play area; 'attributes': its 8x8 cells' colour "
+        "attribute bytes; 'ram': bytes of memory named in `ram`.",
+    )
+    grayscale: bool = Field(True, description="Screen in grayscale (else RGB, 3 channels a frame).")
+    height: int = Field(84, ge=8, le=192, description="Screen rows after resizing the play area.")
+    width: int = Field(84, ge=8, le=256, description="Screen columns after resizing.")
+    frame_stack: int = Field(
+        4, ge=1, le=16, description="The last frames stacked on the channel axis."
+    )
+    ram: list[str | RamRange] = Field(
+        default_factory=list,
+        description="For 'ram': data variables of the game YAML by name, or {address, length}.",
+    )
 
     @model_validator(mode="after")
     def _ram_needs_ranges(self) -> ObservationConfig:

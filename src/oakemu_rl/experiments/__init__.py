@@ -1,6 +1,19 @@
-"""Experiments: a run built from configuration (threads, checkpoints, evaluation, summary)."""
+"""Experiments: a training run built from its configuration (threads, checkpoints,
+evaluation, rollback, summary), for DQN and PPO alike."""
 
-from .dqn_experiment import DQNExperiment, RunError, default_run_dir
-from .evaluation import evaluate_checkpoint, find_checkpoint
+from .dqn_experiment import DQNExperiment
+from .evaluation import EXPERIMENTS, evaluate_checkpoint, find_checkpoint
+from .experiment import Experiment
+from .ppo_experiment import PPOExperiment
+from .run_directory import RunError, read_algo
 
-__all__ = ["DQNExperiment", "RunError", "default_run_dir", "evaluate_checkpoint", "find_checkpoint"]
+__all__ = [
+    "EXPERIMENTS",
+    "DQNExperiment",
+    "Experiment",
+    "PPOExperiment",
+    "RunError",
+    "evaluate_checkpoint",
+    "find_checkpoint",
+    "read_algo",
+]

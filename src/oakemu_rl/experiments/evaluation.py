@@ -1,26 +1,37 @@
-"""Evaluate a trained DQN checkpoint: greedy episodes on fresh envs."""
+"""Evaluate a trained agent of either algorithm: episodes on fresh envs with a checkpoint's
+learner weights."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 import yaml
 
-from ..dqn.config import DQNExperimentConfiguration
-from ..dqn.state_adapter import CONFIG_FILE, MODEL_FILE
-from ..dqn.tester import EvaluationResult, Tester
-from ..dqn.trainer import make_multi_env
+from ..dqn.tester import Tester
+from ..ppo.tester import PPOTester
 from ..runtime.checkpoints import MANIFEST, Checkpoint, CheckpointManager
 from ..runtime.context import RuntimeContext
-from .dqn_experiment import RunError, build_model, resolve_device
+from ..runtime.env_owner import EnvFactory, make_multi_env
+from ..runtime.state_adapter import CONFIG_FILE, MODEL_FILE
+from ..runtime.tester import EvaluationResult
+from .dqn_experiment import DQNExperiment
+from .experiment import Experiment
+from .ppo_experiment import PPOExperiment
+from .run_directory import RunError, read_algo
+from .torch_setup import resolve_device
 
 #: Default env seed offset of `evaluate_checkpoint`, apart from training and tester envs.
 EVALUATION_SEED_OFFSET = 2_000_003
 
+EXPERIMENTS: dict[str, type[Experiment[Any]]] = {"dqn": DQNExperiment, "ppo": PPOExperiment}
+"""The experiment class of each algorithm, by its name."""
+
 
 def find_checkpoint(target: str | Path, *, best: bool = False) -> Checkpoint:
-    """A checkpoint directory, or the newest valid (or best) checkpoint of a run directory."""
+    """A checkpoint directory, or the newest valid (or, with `best`, the best-scored,
+    else the newest) checkpoint of a run directory."""
     path = Path(target)
     if not path.exists():
         raise RunError(f"{path}: no such run directory or checkpoint")
@@ -28,49 +39,90 @@ def find_checkpoint(target: str | Path, *, best: bool = False) -> Checkpoint:
         return Checkpoint.open(path)
     root = path / "checkpoints" if (path / "checkpoints").is_dir() else path
     manager = CheckpointManager(root)
-    checkpoint = manager.best() if best else manager.latest()
-    if checkpoint is None and best:
-        checkpoint = manager.latest()
+    checkpoint = manager.best() if best else None
+    checkpoint = checkpoint or manager.latest()
     if checkpoint is None:
         raise RunError(f"{path}: no valid checkpoint found")
     return checkpoint
 
 
 def evaluate_checkpoint(
-    checkpoint: Checkpoint,
-    episodes: int,
+    checkpoint: Checkpoint | str | Path,
+    episodes: int | None = None,
     *,
     seed: int | None = None,
     epsilon: float | None = None,
+    deterministic: bool | None = None,
+    random_policy: bool = False,
     num_envs: int | None = None,
     backend: str | None = None,
+    env_factory: EnvFactory | None = None,
 ) -> EvaluationResult:
-    """Play `episodes` episodes with the checkpoint's learner weights."""
+    """Play `episodes` episodes (default: the run's `tester.episodes`) with the learner
+    weights of a checkpoint, on fresh envs.
+
+    Args:
+        checkpoint: a Checkpoint, a checkpoint directory, or a run directory (its newest
+            valid checkpoint; `find_checkpoint(run_dir, best=True)` picks the best).
+        episodes: how many episodes.
+        seed: the first env seed (default: the run's seed + EVALUATION_SEED_OFFSET).
+        epsilon: DQN only: chance of a random action (default: `tester.epsilon`).
+        deterministic: PPO only: take the most likely action instead of sampling
+            (default: `tester.deterministic`).
+        random_policy: play random actions instead (a baseline).
+        num_envs: envs played at once (default: `tester.num_envs`).
+        backend: 'process' or 'inline' (default: the run's `env.backend`).
+        env_factory: builds the multi-env instead.
+    """
+    if not isinstance(checkpoint, Checkpoint):
+        checkpoint = find_checkpoint(checkpoint)
     if not checkpoint.has(CONFIG_FILE) or not checkpoint.has(MODEL_FILE):
-        raise RunError(f"{checkpoint.path}: not a DQN checkpoint")
-    config = DQNExperimentConfiguration.from_dict(
-        yaml.safe_load(checkpoint.read_bytes(CONFIG_FILE)),
-        source=str(checkpoint.file(CONFIG_FILE)),
+        raise RunError(f"{checkpoint.path}: not a checkpoint of a run (no config.yaml or model.pt)")
+    algo = read_algo(checkpoint.file(CONFIG_FILE))
+    if algo not in EXPERIMENTS:
+        raise RunError(f"{checkpoint.path}: unknown algo {algo!r} (expected dqn or ppo)")
+    if algo == "ppo" and epsilon is not None:
+        raise ValueError("epsilon applies to DQN agents; a PPO agent plays its policy")
+    if algo == "dqn" and deterministic is not None:
+        raise ValueError("deterministic applies to PPO agents; a DQN agent plays greedily")
+    experiment = EXPERIMENTS[algo]
+    config = experiment.config_type.from_dict(
+        yaml.safe_load(checkpoint.read_bytes(CONFIG_FILE)), source=str(checkpoint.file(CONFIG_FILE))
     )
-    tester_envs = max(1, min(episodes, num_envs or config.tester.num_envs))
+    episodes = episodes or config.tester.episodes
     data = config.model_dump(mode="json")
-    data["tester"]["num_envs"] = tester_envs
+    data["tester"]["num_envs"] = max(1, min(episodes, num_envs or config.tester.num_envs))
     if backend is not None:
         data["env"]["backend"] = backend
-    config = DQNExperimentConfiguration.from_dict(data)
-    env_seed = (config.seed + EVALUATION_SEED_OFFSET) if seed is None else seed
-    env = make_multi_env(config, num_envs=tester_envs, seed_offset=env_seed - config.seed)
+    config = experiment.config_type.from_dict(data)
+    env_seed = config.seed + EVALUATION_SEED_OFFSET if seed is None else seed
+    tester_envs = config.tester.num_envs
+    env = (
+        env_factory()
+        if env_factory is not None
+        else make_multi_env(config, num_envs=tester_envs, seed_offset=env_seed - config.seed)
+    )
     try:
         device = resolve_device(config.device)
         shape = tuple(int(s) for s in env.observation_space.shape)
-        model = build_model(config, shape, int(env.action_space.n)).to(device)
+        model = experiment.build_model(config, shape, int(env.action_space.n)).to(device)
         model.load_state_dict(checkpoint.load_torch(MODEL_FILE, map_location=device)["learner"])
         model.eval().requires_grad_(False)
-        context: RuntimeContext[DQNExperimentConfiguration] = RuntimeContext(
+        context: RuntimeContext[Any] = RuntimeContext(
             config=config, device=device, run_dir=checkpoint.path, seed=env_seed
         )
         context.torch_threads = max(1, torch.get_num_threads())
-        tester = Tester(context, model, env_factory=lambda: env)
-        return tester.evaluate(episodes, epsilon=epsilon, step=checkpoint.step)
+        tester = experiment.tester_type(context, model, env_factory=lambda: env)
+        if isinstance(tester, Tester):
+            return tester.evaluate(
+                episodes, random_policy=random_policy, epsilon=epsilon, step=checkpoint.step
+            )
+        assert isinstance(tester, PPOTester)
+        return tester.evaluate(
+            episodes,
+            random_policy=random_policy,
+            deterministic=deterministic,
+            step=checkpoint.step,
+        )
     finally:
         env.close()

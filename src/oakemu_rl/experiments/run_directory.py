@@ -12,12 +12,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
+import yaml
 
 from ..runtime.checkpoints import Checkpoint, CheckpointManager
-from ..runtime.config_base import ExperimentConfiguration
+from ..runtime.config_base import ConfigError, ExperimentConfiguration
 from ..runtime.metrics import ConsoleSink, MemorySink, MetricsSink, MultiSink, TensorBoardSink
 
 CONFIG_NAME = "config.yaml"
@@ -71,32 +72,18 @@ def jsonable(value: Any) -> Any:
 ConfigT = TypeVar("ConfigT", bound=ExperimentConfiguration)
 
 
-class _Logging(Protocol):
-    @property
-    def tensorboard(self) -> bool: ...
-    @property
-    def console(self) -> bool: ...
-    @property
-    def console_interval_s(self) -> float: ...
-
-
-class _Checkpointing(Protocol):
-    @property
-    def keep_last(self) -> int: ...
-    @property
-    def keep_best(self) -> int: ...
-
-
-class RunSettings(Protocol):
-    """What opening a run directory reads from an algorithm's configuration."""
-
-    @property
-    def total_steps(self) -> int: ...
-    @property
-    def logging(self) -> _Logging: ...
-    @property
-    def checkpoint(self) -> _Checkpointing: ...
-    def to_yaml(self) -> str: ...
+def read_algo(path: str | Path) -> str:
+    """The `algo` of a config YAML, a run directory or a checkpoint directory ('dqn' if unset)."""
+    path = Path(path)
+    candidate = path if path.is_file() else path / CONFIG_NAME
+    if not candidate.is_file():
+        raise ConfigError(f"{path}: no config file found (expected {CONFIG_NAME})")
+    try:
+        data = yaml.safe_load(candidate.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{candidate}: cannot be read: {exc}") from None
+    algo = data.get("algo", "dqn") if isinstance(data, dict) else "dqn"
+    return str(algo)
 
 
 def load_run_config(
@@ -128,7 +115,7 @@ class OpenedRun:
 
 def open_run_directory(
     run_dir: Path,
-    config: RunSettings,
+    config: ExperimentConfiguration,
     *,
     resume: bool,
     show_console: bool,

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
-import sys
 
 import torch
 from torch import nn
@@ -21,36 +18,6 @@ def resolve_device(name: str) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {name!r}: CUDA is not available on this machine")
     return device
-
-
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-_retained = False
-
-
-def retain_freed_memory() -> bool:
-    """Have glibc keep freed memory for reuse instead of giving it back (once per process).
-
-    By default glibc serves every allocation above 128 KiB with a fresh mmap and returns
-    freed memory to the kernel, so the batch tensors of each learner update land on
-    untouched pages: a page fault per 4 KiB, hundreds per DQN update (a quarter of its
-    time on the 2-core development VM). Fixed thresholds (mmap above 32 MiB, trim above
-    256 MiB) keep that memory in the heap. Returns whether they were set (glibc only).
-    """
-    global _retained
-    if _retained:
-        return True
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc (e.g. musl)
-        return False
-    _retained = bool(mallopt(_M_MMAP_THRESHOLD, 32 << 20)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, 256 << 20)
-    )
-    return _retained
 
 
 def configure_torch_threads(threads: int, workers: int) -> int:

@@ -1,7 +1,8 @@
-"""PPOExperimentConfiguration: every setting of a PPO run, loadable from YAML.
+"""PPOExperimentConfiguration: the shared settings plus PPO's own, loadable from YAML.
 
 Every field has a documented default; `oakemu-rl train --algo ppo` with no other
-arguments trains on the bundled game `catch` with them.
+arguments trains on the bundled game `catch` with them. `oakemu-rl config show --algo ppo`
+prints them all.
 """
 
 from __future__ import annotations
@@ -10,66 +11,16 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ..envs.observation import ObservationConfig
-from ..runtime.config_base import ConfigError, ExperimentConfiguration, WorkerNice
+from ..runtime.config_base import ConfigError, ExperimentConfiguration, TesterSettings
 from ..runtime.config_base import ConfigSection as _Section
-from ..runtime.rollback import RollbackSettings
 
 __all__ = [
-    "CheckpointSettings",
     "ConfigError",
-    "EnvSettings",
-    "LoggingSettings",
     "PPOExperimentConfiguration",
     "PPOModelSettings",
     "PPOSettings",
-    "ReplayObservationCacheSettings",
-    "RestartPoolSettings",
-    "TesterSettings",
+    "PPOTesterSettings",
 ]
-
-
-class EnvSettings(_Section):
-    """The training envs."""
-
-    num_envs: int = Field(8, ge=1, le=1024, description="Envs stepped asynchronously by the actor.")
-    num_workers: int | None = Field(
-        None, ge=1, description="Worker processes hosting the envs (None: one per CPU core)."
-    )
-    backend: Literal["process", "inline"] = Field(
-        "process", description="'process': envs in worker processes; 'inline': in this process."
-    )
-    worker_nice: WorkerNice = Field(
-        0,
-        description="How much the worker processes lower their scheduling priority (a Unix "
-        "nice increment 0-19, or 'idle' for Linux SCHED_IDLE): "
-        "where the learner, the actor and the workers want more cores than there are, the "
-        "learner and actor win them, and the workers still get every idle core.",
-    )
-    observation: ObservationConfig = Field(
-        default_factory=lambda: ObservationConfig(height=48, width=48, frame_stack=2),
-        description="What the agent sees (ignored for gym: envs, which keep their own).",
-    )
-    allowed_actions: list[int] | None = Field(
-        None, description="Indices of the game's actions the agent may use (None: all of them)."
-    )
-    batch_wait_s: float = Field(
-        0.0005,
-        ge=0,
-        le=0.1,
-        description="After a poll returns fewer than half the busy envs' results, wait up to "
-        "this long for more, so one inference pass serves several envs (0: never wait).",
-    )
-    batch_latency_s: float = Field(
-        0.002,
-        ge=0,
-        le=0.1,
-        description="How long a worker may hold finished results while it has more commands "
-        "queued, to send them in one message (OakEmuMultiEnv's batch_latency): each message "
-        "wakes the actor, and wake-ups cost CPU on both sides. With 0.2 ms, the multi-env's "
-        "default, an emulated step (about 0.5 ms) went out alone; at 2 ms a worker's results "
-        "go out together when its queue runs dry.",
-    )
 
 
 class PPOModelSettings(_Section):
@@ -142,101 +93,28 @@ class PPOSettings(_Section):
     )
 
 
-class TesterSettings(_Section):
-    """Periodic evaluation on separate envs (greedy by default)."""
+class PPOTesterSettings(TesterSettings):
+    """Evaluation episodes: the most likely action, or one sampled from the policy."""
 
-    enabled: bool = Field(True, description="Run the tester.")
-    every_steps: int = Field(25_000, ge=1, description="Env steps between evaluations.")
-    episodes: int = Field(10, ge=1, description="Episodes per evaluation.")
-    num_envs: int = Field(4, ge=1, description="Envs of the tester.")
     deterministic: bool = Field(
-        True, description="Take the most likely action (False: sample from the policy)."
+        True, description="Take the most likely action (false: sample from the policy)."
     )
-    max_episode_steps: int = Field(
-        27_000, ge=1, description="Steps after which an evaluation episode is cut short."
-    )
-    random_baseline: bool = Field(
-        True, description="Evaluate a random policy at the start, for comparison."
-    )
-    final_episodes: int = Field(20, ge=1, description="Episodes of the final evaluation.")
-
-
-class CheckpointSettings(_Section):
-    """Checkpoints under <run_dir>/checkpoints (also written at every evaluation)."""
-
-    every_steps: int = Field(25_000, ge=1, description="Env steps between checkpoints.")
-    keep_last: int = Field(3, ge=1, description="Newest checkpoints kept.")
-    keep_best: int = Field(1, ge=0, description="Best (by evaluation return) checkpoints kept.")
-
-
-class LoggingSettings(_Section):
-    """TensorBoard and console output."""
-
-    tensorboard: bool = Field(True, description="Write TensorBoard events to <run_dir>/tb.")
-    console: bool = Field(True, description="Show a progress display.")
-    console_interval_s: float = Field(10.0, gt=0, description="Seconds between console lines.")
-    log_every_steps: int = Field(1_000, ge=1, description="Env steps between actor scalars.")
-
-
-class RestartPoolSettings(_Section):
-    """Episodes that start from machine states saved along earlier episodes."""
-
-    enabled: bool = Field(False, description="Keep a restart pool (OakEmu games only).")
-    capacity: int = Field(256, ge=1, description="Saved states kept (the best by return).")
-    save_every_steps: int = Field(
-        200, ge=1, description="Save an env's machine state every this many episode steps."
-    )
-    restart_probability: float = Field(
-        0.25, ge=0, le=1, description="Chance that a new episode starts from a pool state."
-    )
-
-
-class ReplayObservationCacheSettings(_Section):
-    """Observations of recorded trajectories, kept for the behaviour-cloning sampler."""
-
-    enabled: bool = Field(False, description="Create the cache.")
-    capacity: int = Field(4096, ge=1, description="Observations kept (least recently used go).")
 
 
 class PPOExperimentConfiguration(ExperimentConfiguration):
-    """A PPO run: game, budget and every algorithm setting."""
+    """A PPO run: the shared settings, and the actor-critic network and the PPO update."""
 
     algo: Literal["ppo"] = Field("ppo", description="The algorithm.")
-    game: str = Field("catch", description="Bundled game name, game YAML path, or gym:<id>.")
     total_steps: int = Field(200_000, ge=1, description="Env steps of the run.")
-    seed: int = Field(0, ge=0, description="Seed of envs, action sampling, minibatches, weights.")
-    device: str = Field("cpu", description="Torch device: cpu, cuda, cuda:N or auto.")
-    torch_threads: int = Field(
-        0, ge=0, description="Torch threads in the main process (0: CPU cores minus workers)."
+    tester: PPOTesterSettings = Field(default_factory=PPOTesterSettings, description="Evaluation.")
+    model: PPOModelSettings = Field(
+        default_factory=PPOModelSettings, description="The actor-critic network."
     )
-    run_name: str | None = Field(None, description="Name of the run (default: from the game).")
-    max_time_s: float | None = Field(
-        None, gt=0, description="Stop after this many seconds of training, whatever the steps."
-    )
-    target_eval_return: float | None = Field(
-        None, description="Stop early once an evaluation reaches this mean return."
-    )
-    env: EnvSettings = Field(default_factory=EnvSettings)
-    model: PPOModelSettings = Field(default_factory=PPOModelSettings)
-    ppo: PPOSettings = Field(default_factory=PPOSettings)
-    tester: TesterSettings = Field(default_factory=TesterSettings)
-    checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
-    rollback: RollbackSettings = Field(default_factory=RollbackSettings)
-    restart_pool: RestartPoolSettings = Field(default_factory=RestartPoolSettings)
-    replay_observation_cache: ReplayObservationCacheSettings = Field(
-        default_factory=ReplayObservationCacheSettings
-    )
-    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    ppo: PPOSettings = Field(default_factory=PPOSettings, description="Rollouts and the update.")
 
     @model_validator(mode="after")
     def _consistent(self) -> PPOExperimentConfiguration:
-        if self.env.allowed_actions is not None and not self.env.allowed_actions:
-            raise ValueError("env.allowed_actions must name at least one action (or be null)")
-        if self.restart_pool.enabled and self.game.startswith("gym:"):
-            raise ValueError(
-                f"restart_pool.enabled: {self.game} is a Gymnasium env, which has no machine "
-                "state to save; restart pools need an OakEmu game"
-            )
+        self._check_shared()
         batch = self.env.num_envs * self.ppo.rollout_steps
         if self.ppo.minibatches > batch:
             raise ValueError(

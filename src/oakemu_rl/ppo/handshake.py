@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 __all__ = ["RolloutHandshake"]
 
@@ -34,11 +35,18 @@ class RolloutHandshake:
     Args:
         stop_event: an event (typically the run's) that also stops the handshake.
         poll_interval: how often waiters look at `stop_event`, in seconds.
+        wait_at: called with the env step a rollout ends at; True means an actor that
+            overlaps collection with training must still wait for that rollout's release
+            (the experiment's checkpoint steps, so that every checkpoint is consistent).
     """
 
     def __init__(
-        self, stop_event: threading.Event | None = None, poll_interval: float = 0.05
+        self,
+        stop_event: threading.Event | None = None,
+        poll_interval: float = 0.05,
+        wait_at: Callable[[int], bool] | None = None,
     ) -> None:
+        self._wait_at = wait_at
         self._cond = threading.Condition()
         self._stop_event = stop_event
         self._poll = poll_interval
@@ -103,6 +111,11 @@ class RolloutHandshake:
                 self._cond.wait(wait)
 
     # -- actor side ---------------------------------------------------------------------
+
+    def must_wait(self, step: int) -> bool:
+        """Whether an overlapping actor must wait for the release of the rollout that ends
+        at env step `step`."""
+        return self._wait_at is not None and self._wait_at(step)
 
     def signal_full(self, rollout: object | None = None) -> None:
         """The buffer is full: hand it (`rollout`, or the learner's own buffer) to the learner."""

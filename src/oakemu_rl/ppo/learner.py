@@ -35,7 +35,7 @@ from .model import PPOModel
 from .rollout_buffer import RolloutBuffer
 
 if TYPE_CHECKING:
-    from ..runtime.rollback import RollbackController
+    from ..runtime.rollback import TrainingMonitor
 
 __all__ = ["NonFiniteLossError", "PPOLearner"]
 
@@ -60,7 +60,10 @@ class PPOLearner:
             another: an actor that overlaps collection with training alternates two).
         handshake: hands rollouts over and back.
         env_steps: the actor's step count (for annealing and logging).
-        rollback: the rollback controller (optional; set later with `rollback = ...`).
+        monitor: watches losses and weights for rollback (optional).
+        on_rollout: called on the learner thread with the env step each trained rollout
+            ends at, after its weights are published and before the actor is released
+            (the experiment checkpoints and requests evaluations there).
     """
 
     def __init__(
@@ -72,7 +75,8 @@ class PPOLearner:
         handshake: RolloutHandshake,
         env_steps: Callable[[], int],
         *,
-        rollback: RollbackController | None = None,
+        monitor: TrainingMonitor | None = None,
+        on_rollout: RolloutHook | None = None,
     ) -> None:
         self.context = context
         self.config = context.config
@@ -84,12 +88,12 @@ class PPOLearner:
         self.rollout_buffer = rollout_buffer
         self.handshake = handshake
         self._env_steps = env_steps
-        self.rollback = rollback
+        self.monitor = monitor
+        self.on_rollout = on_rollout
         self.generator = torch.Generator().manual_seed(context.seed + 7919)
         self.updates = 0
         self.rollouts = 0
         self.lr_scale = 1.0
-        self.rollout_hooks: list[RolloutHook] = []
         self.last_metrics: dict[str, float] = {}
         self._thread: threading.Thread | None = None
         self._hold = threading.RLock()
@@ -182,8 +186,8 @@ class PPOLearner:
                 with self.learner_model.update():
                     self.optimizer.step()
                 self.updates += 1
-                if self.rollback is not None:
-                    self.rollback.note_healthy_updates(1)
+                if self.monitor is not None:
+                    self.monitor.note_healthy_updates(1)
 
                 with torch.no_grad():
                     kl = ((ratio - 1.0) - log_ratio).mean()
@@ -205,7 +209,7 @@ class PPOLearner:
                 stopped_early = True
                 break
         self.rollouts += 1
-        if self.rollback is not None and self.rollback.check_weights(model.parameters(), step):
+        if self.monitor is not None and self.monitor.check_weights(model.parameters(), step):
             return {"rolled_back": 1.0}
         metrics: dict[str, float] = {}
         if stats:
@@ -236,7 +240,7 @@ class PPOLearner:
 
     def _non_finite(self, value: torch.Tensor, step: int) -> dict[str, float]:
         self.optimizer.zero_grad(set_to_none=True)
-        if self.rollback is not None and self.rollback.check_loss(value, step):
+        if self.monitor is not None and self.monitor.check_loss(value, step):
             return {"rolled_back": 1.0}
         raise NonFiniteLossError(
             f"non-finite PPO loss ({float(value.detach())}) at step {step:,} and no "
@@ -271,9 +275,8 @@ class PPOLearner:
                     handed = handshake.rollout
                     buffer = handed if isinstance(handed, RolloutBuffer) else self.rollout_buffer
                     self.train_on_rollout(buffer)
-                    step = self._rollout_step(buffer)
-                    for hook in self.rollout_hooks:
-                        hook(step)
+                    if self.on_rollout is not None:
+                        self.on_rollout(self._rollout_step(buffer))
                 finally:
                     handshake.release()
         except BaseException as exc:
@@ -297,9 +300,12 @@ class PPOLearner:
             "generator": self.generator.get_state(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.updates = int(state["updates"])
-        self.rollouts = int(state.get("rollouts", 0))
+    def load_state_dict(self, state: dict[str, Any], *, keep_counters: bool = False) -> None:
+        """Restore what `state_dict` returned; with `keep_counters` (a rollback) the update
+        and rollout counts go on from where they are."""
+        if not keep_counters:
+            self.updates = int(state["updates"])
+            self.rollouts = int(state.get("rollouts", 0))
         self.lr_scale = float(state.get("lr_scale", 1.0))
         generator = state.get("generator")
         if generator is not None:

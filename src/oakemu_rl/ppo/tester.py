@@ -11,7 +11,7 @@ import numpy.typing as npt
 import torch
 
 from ..runtime.context import RuntimeContext
-from ..runtime.tester import TESTER_SEED_OFFSET, EvaluationResult, TesterBase, summarise
+from ..runtime.tester import EvaluationResult, TesterBase, summarise
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .config import PPOExperimentConfiguration
 from .model import PPOModel
@@ -19,16 +19,14 @@ from .model import PPOModel
 if TYPE_CHECKING:
     from ..envs.multi_env import OakEmuMultiEnv
 
-__all__ = ["TESTER_SEED_OFFSET", "EvaluationResult", "PPOTester", "summarise"]
+__all__ = ["EvaluationResult", "PPOTester", "summarise"]
 
 
 class PPOTester(TesterBase[PPOExperimentConfiguration]):
     """Plays evaluation episodes with the tester model: the most likely action
     (`tester.deterministic`, the default), a sampled one, or a random one (baseline).
 
-    `evaluate` runs episodes now, on the calling thread. `start` runs a thread that
-    evaluates the weights handed to `request_evaluation`, logs `eval/*` scalars at the
-    requesting step and calls `on_result`.
+    Takes the arguments of `TesterBase`.
     """
 
     def __init__(
@@ -40,30 +38,12 @@ class PPOTester(TesterBase[PPOExperimentConfiguration]):
         *,
         on_result: Callable[[EvaluationResult], None] | None = None,
     ) -> None:
+        super().__init__(context, tester_model, learner_model, env_factory, on_result=on_result)
         config = context.config
-        super().__init__(
-            context,
-            tester_model,
-            learner_model,
-            env_factory,
-            num_envs=config.tester.num_envs,
-            on_result=on_result,
-        )
-        self.config = config
         self._generator = torch.Generator().manual_seed(context.seed + 104729)
         self._deterministic = config.tester.deterministic
-        self._allowed = (
-            np.array(sorted(set(config.env.allowed_actions)), dtype=np.int64)
-            if config.env.allowed_actions
-            else np.arange(tester_model.num_actions)
-        )
-
-    def _default_env_factory(self) -> OakEmuMultiEnv:
-        from .actor import make_multi_env
-
-        return make_multi_env(
-            self.config, num_envs=self.config.tester.num_envs, seed_offset=TESTER_SEED_OFFSET
-        )
+        allowed = sorted(set(config.env.allowed_actions or range(tester_model.num_actions)))
+        self._allowed = np.array(allowed, dtype=np.int64)
 
     def _greedy_actions(self, q_values: torch.Tensor) -> npt.NDArray[np.int64]:
         logits = q_values

@@ -1,32 +1,38 @@
-"""Runtime core shared by DQN and PPO: context, model sharing, episodes, agents, checkpoints,
-metrics."""
+"""Runtime core shared by DQN and PPO: configuration base, context, model sharing, the actor
+and tester bases, episodes, checkpoints, rollback, metrics."""
 
-from .agent import Agent
+from .actor import ActorBase
 from .checkpoints import Checkpoint, CheckpointError, CheckpointFile, CheckpointManager
+from .config_base import ConfigError, ExperimentConfiguration
 from .context import RuntimeContext
 from .env_lifecycle import ActorRuntimeState, EnvironmentState, EnvLifecycle
 from .episode_metrics import EpisodeMetrics, EpisodeRecord, EpisodeTotals
 from .metrics import ConsoleSink, MemorySink, MetricsSink, MultiSink, NullSink, TensorBoardSink
+from .state_adapter import RestoreMetadata, StateAdapterBase
 from .thread_safe_model import ThreadSafeModel
 
 __all__ = [
+    "ActorBase",
     "ActorRuntimeState",
-    "Agent",
     "Checkpoint",
     "CheckpointError",
     "CheckpointFile",
     "CheckpointManager",
+    "ConfigError",
     "ConsoleSink",
     "EnvLifecycle",
     "EnvironmentState",
     "EpisodeMetrics",
     "EpisodeRecord",
     "EpisodeTotals",
+    "ExperimentConfiguration",
     "MemorySink",
     "MetricsSink",
     "MultiSink",
     "NullSink",
+    "RestoreMetadata",
     "RuntimeContext",
+    "StateAdapterBase",
     "TensorBoardSink",
     "ThreadSafeModel",
 ]

@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -165,7 +166,8 @@ class CheckpointManager:
     """Writes checkpoints under `root` and keeps the last `keep_last` plus the `keep_best` best.
 
     "Best" is the highest `score` given to `save` (for example the greedy evaluation
-    return); checkpoints saved without a score never count as best.
+    return); checkpoints saved without a score never count as best. Every method may be
+    called from any thread: one lock keeps a save, a score and a look-up from interleaving.
     """
 
     def __init__(
@@ -180,6 +182,7 @@ class CheckpointManager:
         self.keep_last = max(1, keep_last)
         self.keep_best = max(0, keep_best)
         self._warn = warn or _log.warning
+        self._lock = threading.RLock()
 
     def save(
         self,
@@ -193,6 +196,19 @@ class CheckpointManager:
         extra: Mapping[str, Any] | None = None,
     ) -> Checkpoint:
         """Write a checkpoint atomically and prune old ones."""
+        with self._lock:
+            return self._save(files, step, elapsed_time, run_name, metrics, score, extra)
+
+    def _save(
+        self,
+        files: Iterable[CheckpointFile],
+        step: int,
+        elapsed_time: float,
+        run_name: str,
+        metrics: Mapping[str, float] | None,
+        score: float | None,
+        extra: Mapping[str, Any] | None,
+    ) -> Checkpoint:
         self.root.mkdir(parents=True, exist_ok=True)
         final = self.root / f"step_{step:010d}"
         tmp = self.root / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
@@ -240,6 +256,10 @@ class CheckpointManager:
 
     def set_score(self, step: int, score: float) -> Checkpoint | None:
         """Give the checkpoint of `step` a score (rewriting its manifest atomically)."""
+        with self._lock:
+            return self._set_score(step, score)
+
+    def _set_score(self, step: int, score: float) -> Checkpoint | None:
         path = self.root / f"step_{step:010d}"
         if not (path / MANIFEST).is_file():
             return None
@@ -266,16 +286,21 @@ class CheckpointManager:
     def list(self, *, verify: bool = False) -> list[Checkpoint]:
         """Checkpoints with a readable manifest, oldest first (others skipped, with a message)."""
         found = []
-        for path in self._candidates():
-            try:
-                found.append(Checkpoint.open(path, verify=verify))
-            except CheckpointError as exc:
-                self._warn(f"skipping checkpoint: {exc}")
+        with self._lock:
+            for path in self._candidates():
+                try:
+                    found.append(Checkpoint.open(path, verify=verify))
+                except CheckpointError as exc:
+                    self._warn(f"skipping checkpoint: {exc}")
         return found
 
     def latest(self) -> Checkpoint | None:
         """The newest checkpoint that passes its checksums; corrupt ones are skipped."""
-        for checkpoint in reversed(self.list()):
+        with self._lock:
+            return self._first_valid(reversed(self.list()))
+
+    def _first_valid(self, checkpoints: Iterable[Checkpoint]) -> Checkpoint | None:
+        for checkpoint in checkpoints:
             try:
                 checkpoint.verify()
             except CheckpointError as exc:
@@ -286,19 +311,17 @@ class CheckpointManager:
 
     def best(self) -> Checkpoint | None:
         """The checkpoint with the highest score that passes its checksums."""
-        scored = [c for c in self.list() if c.score is not None]
-        scored.sort(key=lambda c: (c.score, c.step), reverse=True)
-        for checkpoint in scored:
-            try:
-                checkpoint.verify()
-            except CheckpointError as exc:
-                self._warn(f"skipping checkpoint: {exc}")
-                continue
-            return checkpoint
-        return None
+        with self._lock:
+            scored = [c for c in self.list() if c.score is not None]
+            scored.sort(key=lambda c: (c.score, c.step), reverse=True)
+            return self._first_valid(scored)
 
     def prune(self) -> None:
         """Delete all but the last `keep_last` and the `keep_best` best; remove temp leftovers."""
+        with self._lock:
+            self._prune()
+
+    def _prune(self) -> None:
         checkpoints = self.list()
         keep = {c.path for c in checkpoints[-self.keep_last :]}
         scored = sorted(

@@ -1,14 +1,23 @@
-"""What every experiment configuration shares: YAML loading, validation errors, overrides."""
+"""What every experiment configuration shares: the common sections, YAML loading, errors.
+
+`ExperimentConfiguration` holds the settings both algorithms have (game, budget, seed,
+threads, envs and observation, tester, checkpoints, logging, rollback, restart pool),
+each defined once with one default. `DQNExperimentConfiguration` and
+`PPOExperimentConfiguration` add only their own sections.
+"""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from ..envs.observation import ObservationConfig
 from ..envs.worker import WorkerPriority, is_worker_priority
+from .rollback import RollbackSettings
 
 
 def _check_worker_nice(value: Any) -> Any:
@@ -47,8 +56,156 @@ class ConfigSection(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class EnvSettings(ConfigSection):
+    """The training envs and what the agent sees of them."""
+
+    num_envs: int = Field(
+        8, ge=1, le=1024, description="Envs the actor steps, each on its own, with no lockstep."
+    )
+    num_workers: int | None = Field(
+        None, ge=1, description="Worker processes hosting the envs (null: one per CPU core)."
+    )
+    backend: Literal["process", "inline"] = Field(
+        "process",
+        description="'process': envs run in worker processes; 'inline': in the training "
+        "process (for debugging; one core for everything).",
+    )
+    worker_nice: WorkerNice = Field(
+        "idle",
+        description="How far the worker processes lower their scheduling priority: a Unix "
+        "nice increment 0-19, or 'idle' (Linux SCHED_IDLE: workers run only on cores that "
+        "the learner and actor leave free, and give a core up as soon as either wakes).",
+    )
+    observation: ObservationConfig = Field(
+        default_factory=lambda: ObservationConfig(height=32, width=32, frame_stack=2),
+        description="What the agent sees (ignored for gym: envs, which keep their own).",
+    )
+    allowed_actions: list[int] | None = Field(
+        None, description="Indices of the game's actions the agent may use (null: all of them)."
+    )
+    batch_wait_s: float = Field(
+        0.0005,
+        ge=0,
+        le=0.1,
+        description="When a poll returns fewer than half of the busy envs' results, wait up "
+        "to this long for more, so that one inference pass serves several envs (0: never wait).",
+    )
+    batch_latency_s: float = Field(
+        0.002,
+        ge=0,
+        le=0.1,
+        description="How long a worker may hold finished results while it has more commands "
+        "queued, to send them in one message (fewer wake-ups of the actor; 0: send each at once).",
+    )
+
+
+class TesterSettings(ConfigSection):
+    """Evaluation episodes on envs of the tester's own, apart from training."""
+
+    enabled: bool = Field(True, description="Evaluate periodically during training.")
+    every_steps: int = Field(25_000, ge=1, description="Env steps between evaluations.")
+    episodes: int = Field(10, ge=1, description="Episodes per periodic evaluation.")
+    num_envs: int = Field(4, ge=1, description="Envs the tester plays on at once.")
+    max_episode_steps: int = Field(
+        27_000, ge=1, description="Agent steps after which an evaluation episode is cut short."
+    )
+    random_baseline: bool = Field(
+        True, description="Evaluate a random policy when a run starts, for comparison."
+    )
+    final_episodes: int = Field(
+        20, ge=1, description="Episodes of the evaluation at the end of the run."
+    )
+
+
+class CheckpointSettings(ConfigSection):
+    """Checkpoints under <run_dir>/checkpoints (one is also written at every evaluation)."""
+
+    every_steps: int = Field(25_000, ge=1, description="Env steps between checkpoints.")
+    keep_last: int = Field(3, ge=1, description="Newest checkpoints kept.")
+    keep_best: int = Field(
+        1, ge=0, description="Best checkpoints (by evaluation mean return) kept besides."
+    )
+
+
+class LoggingSettings(ConfigSection):
+    """TensorBoard and console output."""
+
+    tensorboard: bool = Field(True, description="Write TensorBoard events to <run_dir>/tb.")
+    console: bool = Field(True, description="Show a progress display.")
+    console_interval_s: float = Field(
+        10.0, gt=0, description="Seconds between progress lines when not on a terminal."
+    )
+    log_every_steps: int = Field(1_000, ge=1, description="Env steps between actor scalars.")
+
+
+class RestartPoolSettings(ConfigSection):
+    """Training episodes that start from machine states saved along earlier episodes."""
+
+    enabled: bool = Field(
+        False, description="Keep a restart pool (OakEmu games only; evaluation never uses it)."
+    )
+    capacity: int = Field(
+        256, ge=1, description="Saved states kept (the lowest by episode return go first)."
+    )
+    save_every_steps: int = Field(
+        200, ge=1, description="Save an env's machine state every this many steps of an episode."
+    )
+    restart_probability: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="Chance that a new training episode starts from a saved state.",
+    )
+
+
 class ExperimentConfiguration(ConfigSection):
-    """Base of `DQNExperimentConfiguration` and `PPOExperimentConfiguration`."""
+    """The settings every algorithm's run has; algorithms subclass it with their own sections."""
+
+    algo: str = Field(description="The algorithm: dqn or ppo.")
+    game: str = Field("catch", description="A bundled game's name, a game YAML path, or gym:<id>.")
+    total_steps: int = Field(60_000, ge=1, description="Env steps of the run.")
+    seed: int = Field(
+        0, ge=0, description="Seed of the envs, action sampling, minibatches and initial weights."
+    )
+    device: str = Field("cpu", description="Torch device: cpu, cuda, cuda:N or auto.")
+    torch_threads: int = Field(
+        0,
+        ge=0,
+        description="Torch threads of each thread of the training process (0: the CPU cores "
+        "left over by the worker processes).",
+    )
+    run_name: str | None = Field(
+        None, description="Name of the run directory (null: <game>-<algo>-<date>-<time>)."
+    )
+    max_time_s: float | None = Field(
+        None, gt=0, description="Stop after this many seconds of training, whatever the steps."
+    )
+    target_eval_return: float | None = Field(
+        None, description="Stop as soon as an evaluation's mean return reaches this."
+    )
+    env: EnvSettings = Field(default_factory=EnvSettings, description="Training envs.")
+    tester: TesterSettings = Field(default_factory=TesterSettings, description="Evaluation.")
+    checkpoint: CheckpointSettings = Field(
+        default_factory=CheckpointSettings, description="Checkpoints."
+    )
+    logging: LoggingSettings = Field(default_factory=LoggingSettings, description="Logging.")
+    rollback: RollbackSettings = Field(
+        default_factory=RollbackSettings,
+        description="Automatic rollback to an earlier checkpoint when training breaks down.",
+    )
+    restart_pool: RestartPoolSettings = Field(
+        default_factory=RestartPoolSettings, description="Restarts from saved machine states."
+    )
+
+    def _check_shared(self) -> None:
+        """Checks every algorithm's configuration passes (called by their validators)."""
+        if self.env.allowed_actions is not None and not self.env.allowed_actions:
+            raise ValueError("env.allowed_actions must name at least one action (or be null)")
+        if self.restart_pool.enabled and self.game.startswith("gym:"):
+            raise ValueError(
+                f"restart_pool.enabled: {self.game} is a Gymnasium env, which has no machine "
+                "state to save; restart pools need an OakEmu game"
+            )
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> Self:
@@ -78,8 +235,34 @@ class ExperimentConfiguration(ConfigSection):
         """The full configuration as YAML (every field, defaults included)."""
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
+    def to_commented_yaml(self) -> str:
+        """The full configuration as YAML, each setting under a comment that says what it
+        does: a file to save, edit and load again (`from_yaml`)."""
+        return "\n".join(_commented_lines(self, 0)) + "\n"
+
     def with_overrides(self, **changes: Any) -> Self:
         """A copy with top-level fields changed (validated); None values are ignored."""
         data = self.model_dump(mode="json")
         data.update({k: v for k, v in changes.items() if v is not None})
         return type(self).from_dict(data)
+
+
+def _commented_lines(model: BaseModel, indent: int) -> list[str]:
+    pad = " " * indent
+    lines: list[str] = []
+    for name, field in type(model).model_fields.items():
+        value = getattr(model, name)
+        description = field.description or ""
+        if isinstance(value, BaseModel) and not description:
+            description = (type(value).__doc__ or "").strip().split("\n")[0]
+        if description:
+            width = max(40, 92 - indent)
+            lines += [f"{pad}# {line}" for line in textwrap.wrap(description, width)]
+        if isinstance(value, BaseModel):
+            lines.append(f"{pad}{name}:")
+            lines += _commented_lines(value, indent + 2)
+            continue
+        data = model.model_dump(mode="json", include={name})[name]
+        text = yaml.safe_dump(data, default_flow_style=True, sort_keys=False, width=10**6)
+        lines.append(f"{pad}{name}: {text.removesuffix(chr(10) + '...' + chr(10)).strip()}")
+    return lines

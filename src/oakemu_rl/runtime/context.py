@@ -36,6 +36,7 @@ class RuntimeContext(Generic[C]):
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
         self._errors: list[BaseException] = []
+        self._stop_reason: str | None = None
         self._lock = threading.Lock()
 
     def spawn_rng(self, name: str) -> np.random.Generator:
@@ -63,9 +64,17 @@ class RuntimeContext(Generic[C]):
         """Whether the run has been asked to stop."""
         return self.stop_event.is_set()
 
-    def request_stop(self) -> None:
-        """Ask every thread of the run to stop."""
+    def request_stop(self, reason: str | None = None) -> None:
+        """Ask every thread of the run to stop; the first reason given is kept."""
+        with self._lock:
+            if self._stop_reason is None and reason is not None:
+                self._stop_reason = reason
         self.stop_event.set()
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the run was asked to stop (the first reason given), if it was."""
+        return self._stop_reason
 
     def report_error(self, error: BaseException) -> None:
         """Record an exception raised in a worker thread and stop the run."""

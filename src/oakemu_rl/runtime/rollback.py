@@ -17,9 +17,9 @@ have happened with no recovery in between (a healthy evaluation, or
 `recovery_updates` updates without a non-finite loss), the next trigger stops the
 run with a message that says why.
 
-It works for any algorithm: give it a state adapter with `restore_for_rollback`,
-the run's `CheckpointManager`, and either the optimizer (its learning rates are
-scaled) or a function that sets the learner's learning-rate scale.
+It works for any algorithm: give it the run's `CheckpointManager` and a `restore`
+function that puts a checkpoint's learner and optimizer back and applies a
+learning-rate scale.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import math
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol
 
 import torch
@@ -38,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .checkpoints import Checkpoint, CheckpointError, CheckpointManager
 from .metrics import MetricsSink, NullSink
 
-__all__ = ["RollbackController", "RollbackSettings", "SupportsRollback"]
+__all__ = ["Restore", "RollbackController", "RollbackSettings", "TrainingMonitor"]
 
 
 class RollbackSettings(BaseModel):
@@ -75,10 +74,19 @@ class RollbackSettings(BaseModel):
     )
 
 
-class SupportsRollback(Protocol):
-    """A state adapter that can restore learner and optimizer state for a rollback."""
+Restore = Callable[[Checkpoint, float], int]
+"""Restores the learner and optimizer of a checkpoint, applies a learning-rate scale and
+returns the checkpoint's actor step."""
 
-    def restore_for_rollback(self, checkpoint: Checkpoint) -> int: ...
+
+class TrainingMonitor(Protocol):
+    """What a learner reports to (the rollback controller implements it)."""
+
+    def check_loss(self, loss: float | torch.Tensor, step: int) -> bool: ...
+
+    def check_weights(self, parameters: Iterable[torch.Tensor], step: int) -> bool: ...
+
+    def note_healthy_updates(self, count: int = 1) -> None: ...
 
 
 class RollbackController:
@@ -86,47 +94,34 @@ class RollbackController:
 
     Args:
         settings: when and how to roll back.
-        state_adapter: restores learner and optimizer state (`restore_for_rollback`).
         checkpoints: the run's checkpoint manager (the rollback targets).
-        optimizer: its learning rates are scaled by `lr_factor` at each rollback
-            (ignored when `lr_scale_setter` is given).
-        lr_scale_setter: called with the new learning-rate scale after each rollback.
+        restore: restores a checkpoint's learner and optimizer with a learning-rate scale
+            (see `Restore`). It is called without the controller's lock held, so it may
+            wait for the learner to finish an update even when that update is itself
+            reporting a breakdown (that report is then ignored: a rollback is under way).
         metrics: where `train/total_rollbacks` and `rollback/*` scalars go.
         log: where messages go.
         on_give_up: called with a message when the run must stop.
-        checkpoint_lock: held while checkpoints are chosen and read.
-        hold: a context manager factory that keeps the learner between updates (its
-            `hold`); a rollback enters it first, before any lock of its own, so that a
-            rollback from the learner thread and one from the tester thread cannot
-            deadlock.
     """
 
     def __init__(
         self,
         settings: RollbackSettings,
-        state_adapter: SupportsRollback,
         checkpoints: CheckpointManager,
+        restore: Restore,
         *,
-        optimizer: torch.optim.Optimizer | None = None,
-        lr_scale_setter: Callable[[float], None] | None = None,
         metrics: MetricsSink | None = None,
         log: Callable[[str], None] | None = None,
         on_give_up: Callable[[str], None] | None = None,
-        checkpoint_lock: threading.Lock | threading.RLock | None = None,
-        hold: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> None:
         self.settings = settings
-        self.state_adapter = state_adapter
         self.checkpoints = checkpoints
-        self.optimizer = optimizer
-        self._base_lrs = [float(g["lr"]) for g in optimizer.param_groups] if optimizer else []
-        self.lr_scale_setter = lr_scale_setter
+        self._restore = restore
         self.metrics: MetricsSink = metrics or NullSink()
         self._log = log or (lambda text: None)
         self._on_give_up = on_give_up
-        self._checkpoint_lock = checkpoint_lock or threading.Lock()
-        self._hold = hold or contextlib.nullcontext
         self._lock = threading.RLock()
+        self._restoring = False
         self.total_rollbacks = 0
         self.rollbacks_without_recovery = 0
         self.lr_scale = 1.0
@@ -225,11 +220,14 @@ class RollbackController:
     def trigger(self, reason: str, step: int, kind: str = "manual") -> bool:
         """Roll back for `reason`, or stop the run if rollbacks have not helped.
 
-        Returns True when the learner was restored or the run was told to stop.
+        Returns True when the learner was restored (or is being restored by another
+        thread) or the run was told to stop.
         """
-        with self._hold(), self._lock:
+        with self._lock:
             if not self.settings.enabled or self.gave_up:
                 return False
+            if self._restoring:
+                return True
             limit = self.settings.max_rollbacks_without_recovery
             if self.rollbacks_without_recovery >= limit:
                 return self._give_up(
@@ -243,15 +241,20 @@ class RollbackController:
                     f"{reason}, and there is no valid checkpoint in {self.checkpoints.root} to "
                     "roll back to; stopping the run"
                 )
-            with self._checkpoint_lock:
-                restored_step = self.state_adapter.restore_for_rollback(target)
+            self._restoring = True
+            lr_scale = self.lr_scale * self.settings.lr_factor
+        try:
+            restored_step = self._restore(target, lr_scale)
+        finally:
+            with self._lock:
+                self._restoring = False
+        with self._lock:
             self.total_rollbacks += 1
             self.rollbacks_without_recovery += 1
             self._last_kind = kind
             self._healthy_updates = 0
             self._recent.clear()
-            self.lr_scale *= self.settings.lr_factor
-            self._apply_lr_scale()
+            self.lr_scale = lr_scale
             self.history.append(
                 {
                     "step": int(step),
@@ -262,33 +265,25 @@ class RollbackController:
                     "lr_scale": self.lr_scale,
                 }
             )
-            self.metrics.scalar("train/total_rollbacks", float(self.total_rollbacks), step)
-            self.metrics.scalar("rollback/lr_scale", self.lr_scale, step)
-            self.metrics.scalar("rollback/to_step", float(restored_step), step)
-            self._log(
-                f"rollback {self.total_rollbacks}: {reason}; restored learner and optimizer "
-                f"from {target.path.name} (step {restored_step:,}"
-                + (f", score {target.score:.3g}" if target.score is not None else "")
-                + f"); learning-rate scale now {self.lr_scale:g}"
-            )
-            return True
+        self.metrics.scalar("train/total_rollbacks", float(self.total_rollbacks), step)
+        self.metrics.scalar("rollback/lr_scale", self.lr_scale, step)
+        self.metrics.scalar("rollback/to_step", float(restored_step), step)
+        self._log(
+            f"rollback {self.total_rollbacks}: {reason}; restored learner and optimizer "
+            f"from {target.path.name} (step {restored_step:,}"
+            + (f", score {target.score:.3g}" if target.score is not None else "")
+            + f"); learning-rate scale now {self.lr_scale:g}"
+        )
+        return True
 
     def _choose_checkpoint(self) -> Checkpoint | None:
-        with self._checkpoint_lock:
-            with contextlib.suppress(CheckpointError, OSError):
-                best = self.checkpoints.best()
-                if best is not None:
-                    return best
-            with contextlib.suppress(CheckpointError, OSError):
-                return self.checkpoints.latest()
+        with contextlib.suppress(CheckpointError, OSError):
+            best = self.checkpoints.best()
+            if best is not None:
+                return best
+        with contextlib.suppress(CheckpointError, OSError):
+            return self.checkpoints.latest()
         return None
-
-    def _apply_lr_scale(self) -> None:
-        if self.lr_scale_setter is not None:
-            self.lr_scale_setter(self.lr_scale)
-        elif self.optimizer is not None:
-            for group, base in zip(self.optimizer.param_groups, self._base_lrs, strict=True):
-                group["lr"] = base * self.lr_scale
 
     def _give_up(self, message: str) -> bool:
         self.gave_up = True

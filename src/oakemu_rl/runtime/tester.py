@@ -9,24 +9,27 @@ from __future__ import annotations
 
 import queue
 import threading
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 
-from .agent import Agent
+from .config_base import ExperimentConfiguration
 from .context import RuntimeContext
-from .env_lifecycle import EnvironmentState
+from .env_lifecycle import EnvironmentState, EnvLifecycle
+from .env_owner import EnvFactory, EnvOwner, make_multi_env
+from .inference_batch import InferenceBatch
 from .thread_safe_model import ThreadSafeModel
 
 if TYPE_CHECKING:
     from ..envs.multi_env import OakEmuMultiEnv
 
-C = TypeVar("C")
+C = TypeVar("C", bound=ExperimentConfiguration)
 
 #: Env seeds of a tester are offset from the training envs' seeds by this much.
 TESTER_SEED_OFFSET = 1_000_003
@@ -83,30 +86,47 @@ class EvaluationAborted(Exception):
     """The tester was stopped in the middle of an evaluation."""
 
 
-class TesterBase(Agent[C]):
-    """Plays evaluation episodes with the tester model on its own envs.
+class TesterBase(ABC, Generic[C]):
+    """Plays evaluation episodes with the tester model on envs of its own.
 
     `evaluate` (in each subclass, with its own policy options) runs episodes now, on
-    the calling thread. `start` runs a thread that evaluates the weights handed to
-    `request_evaluation`, logs `eval/*` scalars at the requesting step and calls
-    `on_result`. Subclasses say how an action is chosen (`_explore_action` for
-    actions played without the model, `_greedy_actions` for the model's).
+    the calling thread. `start` runs a thread that consumes weights handed to
+    `request_evaluation`, evaluates them, logs `eval/*` scalars at the requesting step
+    and calls `on_result`. Subclasses say how an action is chosen (`_explore_action`
+    for actions played without the model, `_greedy_actions` for the model's).
+
+    Args:
+        context: the run's context.
+        tester_model: the model the tester plays with.
+        learner_model: where `sync_from_learner` copies weights from.
+        env_factory: builds the tester's multi-env (default: `tester.num_envs` envs of the
+            configured game, seeded apart from the training envs).
+        on_result: called with each result of the evaluation thread.
     """
 
     def __init__(
         self,
         context: RuntimeContext[C],
         tester_model: nn.Module,
-        learner_model: ThreadSafeModel[Any] | None,
-        env_factory: Callable[[], OakEmuMultiEnv] | None,
+        learner_model: ThreadSafeModel[Any] | None = None,
+        env_factory: EnvFactory | None = None,
         *,
-        num_envs: int,
         on_result: Callable[[EvaluationResult], None] | None = None,
     ) -> None:
-        super().__init__(context, tester_model, num_envs, env_factory, stream="tester")
+        config = context.config
+        num_envs = config.tester.num_envs
+        self.context = context
+        self.config = config
         self.tester_model = tester_model.eval()
         self.learner_model = learner_model
         self.on_result = on_result
+        self._envs = EnvOwner(
+            env_factory
+            or (lambda: make_multi_env(config, num_envs=num_envs, seed_offset=TESTER_SEED_OFFSET)),
+            num_envs,
+        )
+        self.lifecycle = EnvLifecycle(num_envs, context.seed, "tester")
+        self._inference: InferenceBatch[int] = InferenceBatch(num_envs)
         self._rng = context.spawn_rng("tester")
         self._random_policy = False
         self._requests: queue.Queue[tuple[int, dict[str, Any]] | None] = queue.Queue()
@@ -116,20 +136,24 @@ class TesterBase(Agent[C]):
         self.results: list[EvaluationResult] = []
         self.best: EvaluationResult | None = None
 
+    @property
+    def env(self) -> OakEmuMultiEnv | None:
+        """The tester's multi-env, once opened."""
+        return self._envs.env
+
     # -- choosing actions -----------------------------------------------------------------
 
     @abstractmethod
     def _random_action(self) -> int:
         """A uniformly random action among the allowed ones."""
 
+    @abstractmethod
+    def _greedy_actions(self, outputs: torch.Tensor) -> npt.NDArray[np.int64]:
+        """The actions the model's outputs (one row per env) choose."""
+
     def _explore_action(self) -> int | None:
         """An action to play without the model (random baseline, epsilon), or None."""
         return self._random_action() if self._random_policy else None
-
-    def _on_inference_complete(self, env_id: int, action: int) -> None:
-        assert self._env is not None
-        self.lifecycle[env_id].last_action = action
-        self._env.submit(env_id, action)
 
     def _choose(self, env: OakEmuMultiEnv, state: EnvironmentState) -> None:
         action = self._explore_action()
@@ -138,7 +162,19 @@ class TesterBase(Agent[C]):
             env.submit(state.env_id, action)
         else:
             assert state.observation is not None
-            self._queue_for_inference(state.env_id, state.observation)
+            self._inference.add(state.env_id, state.observation)
+
+    def _flush_inference(self, env: OakEmuMultiEnv) -> None:
+        if not len(self._inference):
+            return
+        observations, env_ids = self._inference.take()
+        batch = torch.from_numpy(observations).to(self.context.device)
+        with torch.inference_mode():
+            actions = self._greedy_actions(self.tester_model(batch))
+        with env.batch():
+            for env_id, action in zip(env_ids, actions.tolist(), strict=True):
+                self.lifecycle[env_id].last_action = int(action)
+                env.submit(env_id, int(action))
 
     # -- evaluation -----------------------------------------------------------------------
 
@@ -151,7 +187,7 @@ class TesterBase(Agent[C]):
         self, episodes: int, max_episode_steps: int, step: int, policy: str
     ) -> EvaluationResult:
         """Play `episodes` episodes (each cut after `max_episode_steps`) and summarise them."""
-        env = self._open_env()
+        env = self._envs.open()
         records: list[EpisodeRecord] = []
         started = 0
         for state in self.lifecycle.states[: min(episodes, self.lifecycle.num_envs)]:
@@ -182,16 +218,23 @@ class TesterBase(Agent[C]):
                     else:
                         state.observation = np.array(result.observation, copy=True)
                         self._choose(env, state)
-                with torch.inference_mode():
-                    self._flush_pending_inference()
+                self._flush_inference(env)
         except BaseException:
-            self._close_env()  # envs may be mid-command: start afresh next time
+            self._envs.close()  # envs may be mid-command: start afresh next time
             raise
         return summarise(records[:episodes], step, policy)
 
     @abstractmethod
-    def evaluate(self, episodes: int | None = None, *, step: int = 0) -> EvaluationResult:
-        """Play evaluation episodes with the configured policy."""
+    def evaluate(
+        self,
+        episodes: int | None = None,
+        *,
+        random_policy: bool = False,
+        step: int = 0,
+        max_episode_steps: int | None = None,
+    ) -> EvaluationResult:
+        """Play `episodes` episodes (default: `tester.episodes`) with the configured policy,
+        or with random actions (`random_policy`), and summarise them."""
 
     # -- thread ---------------------------------------------------------------------------
 
@@ -263,4 +306,4 @@ class TesterBase(Agent[C]):
     def close(self) -> None:
         """Stop the thread and close the envs."""
         self.stop(abort=True)
-        self._close_env()
+        self._envs.close()

@@ -101,9 +101,8 @@ class ThreadSafeModel(Generic[M]):
             plan = _CopyPlan.resolve(target, self.model)
             self._copy_plans[id(target)] = plan
         with self._lock, torch.no_grad():
-            # One fused copy over all tensors instead of a Python loop over state
-            # dicts: the actor syncs after every inference batch and holds the lock.
-            torch._foreach_copy_(plan.destination, plan.source)
+            for destination, source in zip(plan.destination, plan.source, strict=True):
+                destination.copy_(source)
             return self._version
 
     def state_dict(self) -> dict[str, Any]:

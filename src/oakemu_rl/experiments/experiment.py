@@ -1,0 +1,557 @@
+"""Experiment: one training run, whatever the algorithm.
+
+It owns the run loop: open (or resume) the run directory, build the envs, models,
+threads and checkpoint state, run the actor, learner and tester threads, evaluate,
+checkpoint, roll back, stop on the step budget, a time limit, a target return or Ctrl-C,
+and write `summary.json`. A run directory holds the resolved `config.yaml`,
+TensorBoard events (`tb/`), checkpoints (`checkpoints/`) and the summary.
+
+An algorithm (`DQNExperiment`, `PPOExperiment`) supplies what differs, through a few
+named hooks: its model (`build_model`), its actor and learner (`_build_algorithm`),
+how a checkpoint is made consistent (`_consistent_checkpoint`), what happens when the
+step budget is spent (`_finish_budget`), its extra threads (`_start_algorithm`,
+`_stop_algorithm`) and its own summary fields (`_summary_extra`, `_counts`).
+
+Checkpoints and evaluations fall at multiples of `checkpoint.every_steps` and
+`tester.every_steps` (`_at_schedule_point`): every evaluation is made on the weights of
+a checkpoint taken at the same step and scores it, so that rollback and `--best` find
+the best weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+import torch
+from torch import nn
+
+from ..runtime.actor import ActorBase
+from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointFile, CheckpointManager
+from ..runtime.config_base import ExperimentConfiguration
+from ..runtime.context import RuntimeContext
+from ..runtime.env_owner import EnvFactory, make_multi_env
+from ..runtime.metrics import ConsoleSink, MemorySink, MultiSink
+from ..runtime.protocols import LearnerRuntime
+from ..runtime.rollback import RollbackController
+from ..runtime.state_adapter import RestoreMetadata, StateAdapterBase
+from ..runtime.tester import EvaluationResult, TesterBase
+from ..runtime.thread_safe_model import ThreadSafeModel
+from .run_directory import (
+    SUMMARY_NAME,
+    jsonable,
+    load_run_config,
+    new_run_dir,
+    open_run_directory,
+    write_atomic,
+)
+from .torch_setup import build_optimizer, configure_torch_threads, resolve_device
+
+ConfigT = TypeVar("ConfigT", bound=ExperimentConfiguration)
+ExperimentT = TypeVar("ExperimentT", bound="Experiment[Any]")
+
+ROLLBACK_FILE = "rollback.json"
+"""The rollback controller's state in a checkpoint (counts, learning-rate scale, history)."""
+
+
+class Learner(LearnerRuntime, Protocol):
+    """What the run loop asks of an algorithm's learner."""
+
+    @property
+    def running(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+    def set_lr_scale(self, scale: float) -> None: ...
+
+
+def crossed(previous: int, current: int, every: int) -> bool:
+    """Whether a multiple of `every` lies in (previous, current]."""
+    return current // every > previous // every
+
+
+class Experiment(ABC, Generic[ConfigT]):
+    """One run: threads, checkpoints, evaluation, automatic rollback, TensorBoard, summary.
+
+    Args:
+        config: the run's configuration.
+        run_dir: where the run's files go (default: runs/<game>-<algo>-<date>-<time>).
+        resume: continue the run in `run_dir` from its newest valid checkpoint.
+        console: show the progress display (default: `config.logging.console`).
+        env_factory: builds the training multi-env (default: from the config).
+        tester_env_factory: builds the tester's multi-env (default: from the config).
+        print_fn: where the run's messages go.
+    """
+
+    algo: ClassVar[str]
+    """The algorithm's name in run-directory names, checkpoints and summaries."""
+    config_type: ClassVar[type[ExperimentConfiguration]]
+    tester_type: ClassVar[type[TesterBase[Any]]]
+    adapter_type: ClassVar[type[StateAdapterBase]]
+
+    # Built by the algorithm (`_build_algorithm`):
+    actor: ActorBase[Any, Any]
+    learner: Learner
+
+    def __init__(
+        self,
+        config: ConfigT,
+        run_dir: str | Path | None = None,
+        *,
+        resume: bool = False,
+        console: bool | None = None,
+        env_factory: EnvFactory | None = None,
+        tester_env_factory: EnvFactory | None = None,
+        print_fn: Callable[[str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.run_dir = (
+            Path(run_dir)
+            if run_dir is not None
+            else new_run_dir(config.game, self.algo, config.run_name)
+        )
+        self.resume = resume
+        self.show_console = config.logging.console if console is None else console
+        self._env_factory = env_factory
+        self._tester_env_factory = tester_env_factory
+        self._print = print_fn or (lambda text: print(text, flush=True))
+        self.run_name = config.run_name or self.run_dir.name
+        self.memory = MemorySink()
+        self.summary: dict[str, Any] = {}
+        self.restored: RestoreMetadata | None = None
+        """What a resumed run restored (None for a new run)."""
+        self._built = False
+        self._last_checkpoint_step: int | None = None
+        self._last_point_step = 0
+        self._elapsed_before = 0.0
+        self._session_start = time.monotonic()
+
+    @classmethod
+    def from_run_dir(
+        cls: type[ExperimentT],
+        run_dir: str | Path,
+        *,
+        total_steps: int | None = None,
+        **kwargs: Any,
+    ) -> ExperimentT:
+        """Resume the run in `run_dir` (its config, optionally with a new step budget)."""
+        run_dir = Path(run_dir)
+        config = load_run_config(run_dir, cls.config_type, total_steps)
+        return cls(config, run_dir, resume=True, **kwargs)
+
+    # -- what an algorithm supplies ---------------------------------------------------------
+
+    @staticmethod
+    @abstractmethod
+    def build_model(config: Any, observation_shape: tuple[int, ...], num_actions: int) -> nn.Module:
+        """The network a configuration describes."""
+
+    @abstractmethod
+    def _optimizer_settings(self) -> tuple[float, float]:
+        """The learner's (learning rate, Adam epsilon)."""
+
+    @abstractmethod
+    def _build_algorithm(self, env: Any, observation_shape: tuple[int, ...], dtype: Any) -> None:
+        """Build `actor` and `learner` (and whatever they need) on the parts built so far."""
+
+    def _consistent_checkpoint(self, step: int) -> AbstractContextManager[None]:
+        """Held while a checkpoint at `step` is taken."""
+        return contextlib.nullcontext()
+
+    def _finish_budget(self) -> None:
+        """The step budget is spent: finish what belongs to it (before the threads stop)."""
+
+    def _start_algorithm(self) -> None:
+        """Start the algorithm's own threads (before the learner)."""
+
+    def _stop_algorithm(self) -> None:
+        """Stop the algorithm's own threads and wake its waiters (idempotent)."""
+
+    def _summary_extra(self) -> dict[str, Any]:
+        """The algorithm's own `summary.json` fields."""
+        return {}
+
+    def _counts(self) -> str:
+        """The training counts of the final report line."""
+        return f"{self.learner.updates:,} updates"
+
+    # -- building -------------------------------------------------------------------------
+
+    def build(self) -> None:
+        """Create the run directory, envs, models, buffers and threads (not started);
+        restore the newest checkpoint when resuming."""
+        if self._built:
+            return
+        config = self.config
+        checkpoint = self._open_run()
+        device = self.context.device
+        env = (self._env_factory or (lambda: make_multi_env(config)))()
+        self.env = env
+        workers = 0 if env.backend == "inline" else env.num_workers
+        self.torch_threads = configure_torch_threads(config.torch_threads, workers)
+        self.context.torch_threads = self.torch_threads
+        shape = tuple(int(s) for s in env.observation_space.shape)
+        num_actions = int(env.action_space.n)
+
+        def model() -> nn.Module:
+            return self.build_model(config, shape, num_actions).to(device)
+
+        self.learner_model = model().train()
+        self.actor_model = model().train()
+        self.tester_model = model().eval()
+        self.actor_model.load_state_dict(self.learner_model.state_dict())
+        self.actor_model.requires_grad_(False)
+        self.tester_model.requires_grad_(False)
+        self.container: ThreadSafeModel[Any] = ThreadSafeModel(self.learner_model)
+        self.optimizer = build_optimizer(self.learner_model, *self._optimizer_settings())
+        self.rollback = RollbackController(
+            config.rollback,
+            self.checkpoints,
+            self._roll_back_to,
+            metrics=self.metrics,
+            log=self._message,
+            on_give_up=self.context.request_stop,
+        )
+        self._build_algorithm(env, shape, env.observation_space.dtype)
+        self.tester: TesterBase[Any] = self.tester_type(
+            self.context,
+            self.tester_model,
+            self.container,
+            self._tester_env_factory,
+            on_result=self._on_evaluation,
+        )
+        self.adapter = self.adapter_type(
+            config,
+            self.learner_model,
+            self.container,
+            self.actor_model,
+            self.optimizer,
+            self.actor,
+            self.learner,
+            self.tester,
+            self.tester_model,
+        )
+        if checkpoint is not None:
+            self._restore(checkpoint)
+        self._built = True
+
+    def _open_run(self) -> Checkpoint | None:
+        """Open the run directory, its sinks and the seeded runtime context; returns the
+        checkpoint to resume from (None for a new run)."""
+        opened = open_run_directory(
+            self.run_dir,
+            self.config,
+            resume=self.resume,
+            show_console=self.show_console,
+            memory=self.memory,
+            print_fn=self._print,
+        )
+        self.checkpoints: CheckpointManager = opened.checkpoints
+        self.metrics: MultiSink = opened.metrics
+        self.console: ConsoleSink | None = opened.console
+        self.tensorboard_dir = opened.tensorboard_dir
+        torch.manual_seed(self.config.seed)
+        self.context: RuntimeContext[ConfigT] = RuntimeContext(
+            config=self.config,
+            device=resolve_device(self.config.device),
+            run_dir=self.run_dir,
+            metrics=self.metrics,
+            seed=self.config.seed,
+        )
+        return opened.resume_from
+
+    def _restore(self, checkpoint: Checkpoint) -> None:
+        meta = self.adapter.restore_full(checkpoint)
+        self.restored = meta
+        self._elapsed_before = meta.elapsed_time
+        self._last_checkpoint_step = self._last_point_step = meta.step
+        if checkpoint.has(ROLLBACK_FILE):
+            self.rollback.load_state_dict(checkpoint.read_json(ROLLBACK_FILE))
+        self.rollback.total_rollbacks = meta.total_rollbacks
+        self._print(
+            f"resumed {self.run_dir} from {checkpoint.path.name}: step {meta.step:,}, "
+            f"{meta.describe()}, {meta.total_rollbacks} rollback(s) so far"
+        )
+
+    # -- checkpoints, evaluations, rollbacks ----------------------------------------------
+
+    def _due(self, step: int) -> tuple[bool, bool]:
+        """(checkpoint, evaluate) at `step`, given the last schedule point."""
+        tester, last = self.config.tester, self._last_point_step
+        evaluate = tester.enabled and crossed(last, step, tester.every_steps)
+        save = evaluate or crossed(last, step, self.config.checkpoint.every_steps)
+        return save, evaluate
+
+    def _saves_at(self, step: int) -> bool:
+        """Whether a schedule point at `step` writes a checkpoint."""
+        return self._due(step)[0]
+
+    def _at_schedule_point(self, step: int) -> None:
+        """Checkpoint and request an evaluation where the schedule says (on the thread that
+        keeps the state consistent: DQN's actor, PPO's learner between rollouts)."""
+        save, evaluate = self._due(step)
+        self._last_point_step = step
+        if not save:
+            return
+        if self.rollback.check_weights(self.learner_model.parameters(), step):
+            return  # rolled back (or stopping): these weights are not worth keeping
+        self.save_checkpoint(step)
+        if evaluate:
+            self.tester.request_evaluation(step, self.container.state_dict())
+
+    def save_checkpoint(self, step: int, score: float | None = None) -> Checkpoint | None:
+        """Write a checkpoint of the current state (at a schedule point or when stopped);
+        none once automatic rollback has given up (training broke down)."""
+        with self._consistent_checkpoint(step):
+            if self.rollback.gave_up:
+                return None
+            files = self.adapter.create_checkpoint_files(
+                elapsed_time=self.elapsed_time(),
+                total_rollbacks=self.rollback.total_rollbacks,
+                run_name=self.run_name,
+            )
+        files.append(CheckpointFile.from_json(ROLLBACK_FILE, self.rollback.state_dict()))
+        metrics = {k: v for k, v in self.memory.snapshot().items() if not k.startswith("perf/")}
+        checkpoint = self.checkpoints.save(
+            files,
+            step=step,
+            elapsed_time=self.elapsed_time(),
+            run_name=self.run_name,
+            metrics=metrics,
+            score=score,
+            extra={"algo": self.algo, "total_rollbacks": self.rollback.total_rollbacks},
+        )
+        self._last_checkpoint_step = step
+        return checkpoint
+
+    def _roll_back_to(self, checkpoint: Checkpoint, lr_scale: float) -> int:
+        step = self.adapter.restore_for_rollback(checkpoint)
+        self.learner.set_lr_scale(lr_scale)
+        return step
+
+    def _score_of(self, result: EvaluationResult) -> float:
+        return float(getattr(result, self.config.rollback.metric))
+
+    def _on_evaluation(self, result: EvaluationResult) -> None:
+        """An evaluation finished (tester thread): score its checkpoint, stop on the target
+        return, else let the rollback controller watch it."""
+        with contextlib.suppress(CheckpointError, OSError):
+            self.checkpoints.set_score(result.step, result.mean_return)
+        self._message(
+            f"eval at step {result.step:,}: mean return {result.mean_return:.2f}, "
+            f"score {result.mean_score:.1f}, win rate {result.win_rate:.0%} "
+            f"({result.episodes} episodes)"
+        )
+        target = self.config.target_eval_return
+        if target is not None and result.mean_return >= target:
+            self.context.request_stop(f"evaluation return {result.mean_return:.2f} >= {target:g}")
+            return
+        self.rollback.observe_evaluation(self._score_of(result), result.step)
+
+    # -- running --------------------------------------------------------------------------
+
+    def elapsed_time(self) -> float:
+        """Seconds of training over every session of this run."""
+        return self._elapsed_before + (time.monotonic() - self._session_start)
+
+    def _message(self, text: str) -> None:
+        if self.console is not None:
+            self.console.message(text)
+        else:
+            self._print(text)
+
+    def run(self) -> dict[str, Any]:
+        """Train until the step budget, a time limit, an early stop or Ctrl-C; returns the
+        summary (also written to `summary.json`)."""
+        self.build()
+        try:
+            return self._run()
+        finally:
+            self.close()
+
+    def _run(self) -> dict[str, Any]:
+        config, actor, context = self.config, self.actor, self.context
+        self._print(f"run directory: {self.run_dir.resolve()}")
+        if config.logging.tensorboard:
+            self._print(f"TensorBoard:   tensorboard --logdir {self.tensorboard_dir.resolve()}")
+        baseline = self._baseline()
+        if baseline is not None:
+            self.rollback.set_baseline(self._score_of(baseline))
+        start_steps = actor.steps
+        self._session_start = time.monotonic()
+        interrupted = False
+        self._start_algorithm()
+        self.learner.start()
+        if config.tester.enabled:
+            self.tester.start()
+        actor_thread = threading.Thread(target=self._run_actor, name="actor", daemon=True)
+        actor_thread.start()
+        try:
+            while actor_thread.is_alive():
+                actor_thread.join(0.25)
+                if self.console is not None:
+                    self.console.update(actor.steps)
+                limit = config.max_time_s
+                if limit is not None and time.monotonic() - self._session_start > limit:
+                    context.request_stop(f"time limit of {limit:g} s")
+        except KeyboardInterrupt:
+            interrupted = True
+            context.request_stop("interrupted")
+            actor_thread.join()
+        if not context.stopping:
+            self._finish_budget()
+        session_time = time.monotonic() - self._session_start
+        context.request_stop()
+        self._stop_algorithm()
+        self.learner.join()
+        if self.learner.running:
+            self._print("warning: the learner thread did not stop")
+        self.tester.stop(abort=True)
+        errors = context.errors
+        if errors:
+            raise RuntimeError(f"the run failed: {errors[0]!r}") from errors[0]
+        reason = context.stop_reason or "step budget reached"
+        if self._last_checkpoint_step != actor.steps and not self.rollback.gave_up:
+            self.save_checkpoint(actor.steps)
+        final: EvaluationResult | None = None
+        if config.tester.enabled and not interrupted:
+            self.tester.sync_from_learner()
+            final = self.tester.evaluate(config.tester.final_episodes, step=actor.steps)
+            self._record_final_evaluation(final, actor.steps)
+        self.summary = self._summary(reason, baseline, final, start_steps, session_time)
+        write_atomic(self.run_dir / SUMMARY_NAME, json.dumps(jsonable(self.summary), indent=2))
+        self._report(reason, baseline, final)
+        return self.summary
+
+    def _run_actor(self) -> None:
+        try:
+            self.actor.run()
+        except BaseException as exc:
+            self.context.report_error(exc)
+
+    def _baseline(self) -> EvaluationResult | None:
+        """The random policy's evaluation: played now for a new run, read back for a
+        resumed one."""
+        config = self.config
+        if self.resume:
+            return self._previous_baseline()
+        if not (config.tester.enabled and config.tester.random_baseline):
+            return None
+        baseline = self.tester.evaluate(random_policy=True, step=0)
+        self.metrics.scalar("eval/random_mean_return", baseline.mean_return, 0)
+        self.metrics.scalar("eval/random_mean_score", baseline.mean_score, 0)
+        self._print(
+            f"random policy: mean return {baseline.mean_return:.2f}, "
+            f"mean score {baseline.mean_score:.1f} ({baseline.episodes} episodes)"
+        )
+        return baseline
+
+    def _previous_baseline(self) -> EvaluationResult | None:
+        """The random-policy baseline of an earlier session of this run, if it has one."""
+        summary = self.run_dir / SUMMARY_NAME
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            data = json.loads(summary.read_text())["random_baseline"]
+            if data:
+                return EvaluationResult(**data)
+        return None
+
+    def _record_final_evaluation(self, final: EvaluationResult, step: int) -> None:
+        """Log the final evaluation, score the checkpoint of `step` with it and keep it as
+        the tester's best when it is."""
+        self.metrics.scalar("eval/final_mean_return", final.mean_return, step)
+        self.metrics.scalar("eval/final_mean_score", final.mean_score, step)
+        with contextlib.suppress(CheckpointError, OSError):
+            self.checkpoints.set_score(step, final.mean_return)
+        if self.tester.best is None or final.mean_return > self.tester.best.mean_return:
+            self.tester.best = final
+
+    def _summary(
+        self,
+        reason: str,
+        baseline: EvaluationResult | None,
+        final: EvaluationResult | None,
+        start_steps: int,
+        session_time: float,
+    ) -> dict[str, Any]:
+        actor, config = self.actor, self.config
+        last, best = self.checkpoints.latest(), self.checkpoints.best()
+        best_eval = self.tester.best
+        return {
+            "run_name": self.run_name,
+            "algo": self.algo,
+            "game": config.game,
+            "run_dir": str(self.run_dir.resolve()),
+            "tensorboard_dir": str(self.tensorboard_dir.resolve()),
+            "stop_reason": reason,
+            "steps": actor.steps,
+            "total_steps": config.total_steps,
+            "resumed_from_step": self.restored.step if self.restored else None,
+            "elapsed_s": self.elapsed_time(),
+            "session_s": session_time,
+            "env_steps_per_s": (actor.steps - start_steps) / max(session_time, 1e-9),
+            "updates": self.learner.updates,
+            "episodes": actor.total_episodes,
+            "wins": actor.total_wins,
+            "losses": actor.total_losses,
+            "truncated": actor.total_truncated,
+            "train_mean_return": self.memory.snapshot().get("episode/return_mean"),
+            "random_baseline": baseline.to_dict() if baseline else None,
+            "total_rollbacks": self.rollback.total_rollbacks,
+            "rollbacks": list(self.rollback.history),
+            "final_eval": final.to_dict() if final else None,
+            "best_eval": best_eval.to_dict() if best_eval else None,
+            "evaluations": [r.to_dict() for r in self.tester.results],
+            "checkpoints": {
+                "latest": str(last.path) if last else None,
+                "best": str(best.path) if best else None,
+            },
+            "torch_threads": self.torch_threads,
+        } | self._summary_extra()
+
+    def _report(
+        self, reason: str, baseline: EvaluationResult | None, final: EvaluationResult | None
+    ) -> None:
+        actor = self.actor
+        self._print(
+            f"done ({reason}): {actor.steps:,} env steps, {self._counts()}, "
+            f"{actor.total_episodes:,} episodes, {self.rollback.total_rollbacks} rollback(s)"
+        )
+        if self.rollback.gave_up:
+            self._print(
+                "no final checkpoint: training broke down; the newest checkpoint is the last "
+                "good state"
+            )
+        if final is not None:
+            line = (
+                f"final {final.policy} evaluation: mean return {final.mean_return:.2f}, "
+                f"mean score {final.mean_score:.1f}, win rate {final.win_rate:.0%} "
+                f"({final.episodes} episodes)"
+            )
+            if baseline is not None:
+                line += (
+                    f"; random policy: mean return {baseline.mean_return:.2f}, "
+                    f"mean score {baseline.mean_score:.1f}"
+                )
+            self._print(line)
+        self._print(f"summary: {(self.run_dir / SUMMARY_NAME).resolve()}")
+
+    def close(self) -> None:
+        """Stop the threads and release the envs and sinks (idempotent)."""
+        if not self._built:
+            return
+        self.context.request_stop()
+        self._stop_algorithm()
+        self.learner.join(10)
+        self.tester.close()
+        with contextlib.suppress(Exception):
+            self.env.close()
+        self.metrics.close()

@@ -1,0 +1,423 @@
+"""ActorBase: env stepping, batched inference and episode bookkeeping for every algorithm.
+
+An actor consumes the results of its multi-env in the order envs finish them (no
+lockstep) and produces actions. This base owns what DQN's `Trainer` and PPO's
+`PPOActor` share:
+
+- the multi-env and one `EnvironmentState` per env, each with its own RNG stream;
+- episodes: their start (from the game's start, or from a restart-pool state), their
+  steps, their end (outcome, `episode/*` scalars, the trajectory record);
+- batched inference: envs that need the model are queued with `_queue_for_inference`
+  and served by one forward pass per poll (`_act_on_batch`);
+- counters, actor scalars and the runtime state a checkpoint keeps.
+
+An algorithm says what a step means to it through a few hooks: `_on_episode_start`,
+`_record_step`, `_choose_action`, `_on_final_step`, `_on_worker_lost`, `_act_on_batch`,
+`_after_batch`.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import nn
+
+from ..trajectories.coordinator import TrajectoryEpisodeCoordinator
+from ..trajectories.restart_pool import RestartPool
+from .config_base import ExperimentConfiguration
+from .context import RuntimeContext
+from .env_lifecycle import ActorRuntimeState, EnvironmentState, EnvLifecycle
+from .env_owner import EnvFactory, EnvOwner, make_multi_env
+from .episode_metrics import EpisodeMetrics, EpisodeTotals
+from .inference_batch import InferenceBatch
+from .thread_safe_model import ThreadSafeModel
+
+if TYPE_CHECKING:
+    from ..envs.multi_env import OakEmuMultiEnv, StepResult
+
+C = TypeVar("C", bound=ExperimentConfiguration)
+E = TypeVar("E")
+
+EpisodeObserver = Callable[[dict[str, float], int, bool], None]
+"""Called with a finished episode's scalars, the env step and whether it was won."""
+
+
+class ActorBase(ABC, Generic[C, E]):
+    """Steps the envs of a run and keeps their episodes; the algorithm chooses the actions.
+
+    Args:
+        context: the run's context (configuration, device, metrics, stop event, seed).
+        actor_model: the model that chooses actions (a copy of the learner's).
+        learner_model: the learner model's container, where new weights come from.
+        env_factory: builds the multi-env (default: the configured game).
+        episode_observer: called with each finished episode (see `EpisodeObserver`).
+    """
+
+    def __init__(
+        self,
+        context: RuntimeContext[C],
+        actor_model: nn.Module,
+        learner_model: ThreadSafeModel[Any],
+        env_factory: EnvFactory | None = None,
+        episode_observer: EpisodeObserver | None = None,
+    ) -> None:
+        config = context.config
+        num_envs = config.env.num_envs
+        self.context = context
+        self.config = config
+        self.actor_model = actor_model
+        self.learner_model = learner_model
+        self.episode_observer = episode_observer
+        self.total_steps = config.total_steps
+        self._envs = EnvOwner(
+            env_factory or (lambda: make_multi_env(config)), num_envs, self._check_env
+        )
+        self.lifecycle = EnvLifecycle(num_envs, context.seed, "actor")
+        self.episode_metrics = EpisodeMetrics()
+        self._trajectory_runtime = TrajectoryEpisodeCoordinator()
+        pool = config.restart_pool
+        self._restart_pool = RestartPool(pool.capacity) if pool.enabled else None
+        self._restart_rng = context.spawn_rng("restart_pool")
+        self._restarted_episodes = 0
+        self._inference: InferenceBatch[E] = InferenceBatch(num_envs)
+        self._steps = 0
+        self._started = False
+        self._perf_mark = (time.monotonic(), 0)
+        self.env_steps_per_s = 0.0
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def steps(self) -> int:
+        """Get the total number of environment steps."""
+        return self._steps
+
+    @property
+    def total_episodes(self) -> int:
+        """Get the total number of episodes completed."""
+        return self.episode_metrics.totals.total_episodes
+
+    @property
+    def total_wins(self) -> int:
+        """Get the total number of wins."""
+        return self.episode_metrics.totals.total_wins
+
+    @property
+    def total_losses(self) -> int:
+        """Get the total number of losses."""
+        return self.episode_metrics.totals.total_losses
+
+    @property
+    def total_truncated(self) -> int:
+        """Get the total number of truncated episodes."""
+        return self.episode_metrics.totals.total_truncated
+
+    @property
+    def result_queue_depth(self) -> int:
+        """Get the current depth of the underlying environment result queue."""
+        return self._envs.result_queue_depth
+
+    @property
+    def trajectory_runtime(self) -> TrajectoryEpisodeCoordinator:
+        """Get the trajectory coordinator that records this actor's episodes."""
+        return self._trajectory_runtime
+
+    @property
+    def restart_pool(self) -> RestartPool | None:
+        """Get the restart pool, or None when restarts are not configured."""
+        return self._restart_pool
+
+    @property
+    def env(self) -> OakEmuMultiEnv | None:
+        """The multi-env, while `run` is running."""
+        return self._envs.env
+
+    @property
+    def env_states(self) -> list[EnvironmentState]:
+        """What the actor knows about each env."""
+        return self.lifecycle.states
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Step the envs until `total_steps` is reached or the run is stopped.
+
+        Each call opens the envs and starts fresh episodes; counters carry on.
+        """
+        context = self.context
+        context.enter_thread()
+        env = self._envs.open()
+        stop = context.stop_event
+        try:
+            if not self._started:
+                self._started = True
+                self._trajectory_runtime.discard_active()
+                self._start_episodes(env)
+            self._perf_mark = (time.monotonic(), self._steps)
+            while not stop.is_set() and self._steps < self.total_steps:
+                for result in self._poll(env):
+                    self._handle(env, result)
+                    if self._steps >= self.total_steps or stop.is_set():
+                        break
+                self._flush_inference(env)
+                if not self._after_batch(env):
+                    break
+            self._after_loop()
+        finally:
+            self._on_run_end()
+            self._envs.close()
+            self._started = False
+
+    def _start_episodes(self, env: OakEmuMultiEnv) -> None:
+        """Reset every env (a restart-pool state may replace the game's start)."""
+        for state in self.lifecycle.states:
+            self._request_reset(env, state)
+
+    def _poll(self, env: OakEmuMultiEnv) -> list[StepResult]:
+        """The results ready now; when they are few, wait briefly for more
+        (`env.batch_wait_s`), so that one inference pass serves several envs."""
+        results = env.poll(timeout=0.1)
+        wait = self.config.env.batch_wait_s
+        if wait > 0 and results:
+            deadline = time.monotonic() + wait
+            while len(results) < env.in_flight:  # fewer than half of the busy envs
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                results += env.poll(timeout=remaining)
+        return results
+
+    def _handle(self, env: OakEmuMultiEnv, result: StepResult) -> None:
+        state = self.lifecycle[result.env_id]
+        if result.is_reset or state.awaiting_reset:
+            state.begin_episode(result.observation, result.info)
+            self._trajectory_runtime.begin_episode(
+                state.env_id, start_point=state.start_point, seed=state.episode_seed
+            )
+            self._on_episode_start(env, state, result)
+            return
+        if result.info.get("worker_lost"):
+            # Not a real step: the episode was lost with its worker. Count it truncated.
+            self._on_worker_lost(state)
+            self._end_episode(env, state, "truncated")
+            return
+        action = state.last_action
+        assert action is not None, f"env {state.env_id} stepped without an action"
+        next_observation = np.array(result.observation, copy=True)
+        learned_reward = self._record_step(state, result, next_observation)
+        self._trajectory_runtime.record_step(state.env_id, action, float(result.reward))
+        self.lifecycle.on_step(state, result, learned_reward)
+        self._steps += 1
+        if result.terminated or result.truncated:
+            self._on_final_step(state, result)
+            outcome = result.info.get("outcome") or ("loss" if result.terminated else "truncated")
+            self._end_episode(env, state, str(outcome))
+        else:
+            self._save_restart_state(env, state)
+            state.observation = next_observation
+            self._choose_action(env, state)
+        step = self._steps
+        if step % self.config.logging.log_every_steps == 0:
+            self._log_actor_metrics(step)
+        self._on_step_done(step)
+
+    def _end_episode(self, env: OakEmuMultiEnv, state: EnvironmentState, outcome: str) -> None:
+        scalars = self.episode_metrics.record(
+            episode_return=state.episode_return,
+            length=state.episode_length,
+            score=state.last_score,
+            outcome=outcome,
+            step=self._steps,
+            shaped_return=state.shaped_return,
+        )
+        self._trajectory_runtime.end_episode(
+            state.env_id,
+            outcome=outcome,
+            episode_return=state.episode_return,
+            score=state.last_score,
+            step=self._steps,
+        )
+        for name, value in scalars.items():
+            self.context.metrics.scalar(name, value, self._steps)
+        if self.episode_observer is not None:
+            self.episode_observer(scalars, self._steps, outcome == "win")
+        self._request_reset(env, state)
+
+    # -- restarts -----------------------------------------------------------------------
+
+    def _request_reset(self, env: OakEmuMultiEnv, state: EnvironmentState) -> None:
+        """Start a new episode: from a restart-pool state with the configured probability,
+        else from the game's start."""
+        machine_state: bytes | None = None
+        pool = self._restart_pool
+        if (
+            pool is not None
+            and len(pool)
+            and self._restart_rng.random() < self.config.restart_pool.restart_probability
+        ):
+            entry = pool.sample(self._restart_rng)
+            if entry is not None:
+                machine_state = entry.state
+                self._restarted_episodes += 1
+        self.lifecycle.request_reset(env, state, machine_state)
+
+    def _save_restart_state(self, env: OakEmuMultiEnv, state: EnvironmentState) -> None:
+        pool = self._restart_pool
+        if pool is None or state.episode_length % self.config.restart_pool.save_every_steps:
+            return
+        pool.add(
+            env.save_state(state.env_id),
+            episode_return=state.episode_return,
+            episode_step=state.episode_length,
+            seed=state.episode_seed,
+        )
+
+    # -- batched inference ----------------------------------------------------------------
+
+    def _queue_for_inference(self, entry: E, observation: npt.NDArray[Any]) -> None:
+        """Queue an observation for this poll's forward pass; `entry` says what it is for."""
+        self._inference.add(entry, observation)
+
+    @property
+    def pending_inference_count(self) -> int:
+        """Observations queued for the next forward pass."""
+        return len(self._inference)
+
+    def _flush_inference(self, env: OakEmuMultiEnv) -> None:
+        """One forward pass for every queued observation; its actions go out as one
+        message per worker."""
+        if not len(self._inference):
+            return
+        observations, entries = self._inference.take()
+        batch = torch.from_numpy(observations).to(self.context.device)
+        with env.batch():
+            self._act_on_batch(env, observations, batch, entries)
+
+    # -- what each algorithm does -------------------------------------------------------------
+
+    def _check_env(self, env: OakEmuMultiEnv) -> None:
+        """Raise ValueError if `env` does not suit this actor (beyond its number of envs)."""
+
+    @abstractmethod
+    def _on_episode_start(
+        self, env: OakEmuMultiEnv, state: EnvironmentState, result: StepResult
+    ) -> None:
+        """An episode began with `state.observation`: choose its first action."""
+
+    @abstractmethod
+    def _record_step(
+        self, state: EnvironmentState, result: StepResult, next_observation: npt.NDArray[Any]
+    ) -> float:
+        """Keep one step for learning (`state` still describes the env before it); returns
+        the reward as the learner sees it."""
+
+    @abstractmethod
+    def _choose_action(self, env: OakEmuMultiEnv, state: EnvironmentState) -> None:
+        """The episode goes on from `state.observation`: choose the next action."""
+
+    def _on_final_step(self, state: EnvironmentState, result: StepResult) -> None:
+        """The step just recorded ended the episode (before its bookkeeping)."""
+
+    def _on_worker_lost(self, state: EnvironmentState) -> None:
+        """The env's episode was lost with its worker (before it is ended as truncated)."""
+
+    @abstractmethod
+    def _act_on_batch(
+        self,
+        env: OakEmuMultiEnv,
+        observations: npt.NDArray[Any],
+        batch: torch.Tensor,
+        entries: list[E],
+    ) -> None:
+        """Run the model on `batch` (the queued `observations` on the run's device) and act
+        on its outputs; `entries` say what each row is for."""
+
+    def _after_batch(self, env: OakEmuMultiEnv) -> bool:
+        """Called after each poll's results are handled; False ends the run."""
+        return True
+
+    def _after_loop(self) -> None:
+        """Called when the loop has ended normally (budget reached or stopped)."""
+
+    def _on_run_end(self) -> None:
+        """Called whenever `run` returns or raises, before the envs close."""
+
+    def _on_step_done(self, step: int) -> None:
+        """Called after each env step's bookkeeping, with the new step count."""
+
+    def _actor_scalars(self) -> dict[str, float]:
+        """The algorithm's own actor scalars, logged every `logging.log_every_steps`."""
+        return {}
+
+    # -- metrics and state ----------------------------------------------------------------
+
+    def _log_actor_metrics(self, step: int) -> None:
+        now = time.monotonic()
+        mark_time, mark_steps = self._perf_mark
+        if now > mark_time:
+            self.env_steps_per_s = (step - mark_steps) / (now - mark_time)
+        self._perf_mark = (now, step)
+        scalars = {
+            "perf/env_steps_per_s": self.env_steps_per_s,
+            "queue/result_depth": float(self.result_queue_depth),
+        }
+        if self._restart_pool is not None:
+            episodes = max(1, self.total_episodes)
+            scalars["restart_pool/size"] = float(len(self._restart_pool))
+            scalars["restart_pool/restarted_fraction"] = self._restarted_episodes / episodes
+        scalars.update(self._actor_scalars())
+        sink = self.context.metrics
+        for name, value in scalars.items():
+            sink.scalar(name, value, step)
+
+    def runtime_state(self) -> ActorRuntimeState:
+        """The actor's counters, episode statistics, trajectories and RNG states."""
+        rng_states: dict[str, Any] = {
+            "envs": self.lifecycle.rng_states(),
+            "restart": dict(self._restart_rng.bit_generator.state),
+        }
+        rng_states.update(self._extra_rng_states())
+        return ActorRuntimeState(
+            steps=self._steps,
+            totals=EpisodeTotals(**self.episode_metrics.totals.to_dict()),
+            episode_metrics=self.episode_metrics.state_dict(),
+            trajectory=self._trajectory_runtime.state_dict(),
+            rng_states=rng_states,
+            extra={"restarted_episodes": self._restarted_episodes} | self._extra_state(),
+        )
+
+    def restore_runtime_state(self, state: ActorRuntimeState) -> None:
+        """Restore checkpointed actor counters and trajectory runtime state.
+
+        Args:
+            state: The actor runtime state to restore.
+        """
+        self._steps = int(state.steps)
+        if state.episode_metrics:
+            self.episode_metrics.load_state_dict(state.episode_metrics)
+        self.episode_metrics.restore_totals(state.totals)
+        self._trajectory_runtime.load_state_dict(state.trajectory)
+        rngs = state.rng_states
+        if rngs.get("envs"):
+            self.lifecycle.set_rng_states(rngs["envs"])
+        if rngs.get("restart"):
+            self._restart_rng.bit_generator.state = rngs["restart"]
+        self._restarted_episodes = int(state.extra.get("restarted_episodes", 0))
+        self._restore_extra(state)
+
+    def _extra_rng_states(self) -> dict[str, Any]:
+        """The algorithm's own RNG states (JSON-serialisable)."""
+        return {}
+
+    def _extra_state(self) -> dict[str, Any]:
+        """The algorithm's own counters (JSON-serialisable)."""
+        return {}
+
+    def _restore_extra(self, state: ActorRuntimeState) -> None:
+        """Restore what `_extra_rng_states` and `_extra_state` saved."""
