@@ -11,7 +11,8 @@ SB3 runs its default single-env DQN through the Gymnasium registration of the ga
 bfloat16 mixed precision (`learner.precision: bf16`), which SB3 does not offer.
 After training, each agent plays the same greedy evaluation episodes. Each contender
 trains and plays in a fresh process of its own, so none inherits another's process
-settings (torch's thread counts).
+settings; ours' process is set up as `oakemu-rl train` sets up its own (it keeps freed
+heap memory for reuse: `oakemu_rl.cli.process_setup`).
 
     .venv/bin/python benchmarks/dqn_vs_sb3.py            # both, 30k steps each
     .venv/bin/python benchmarks/dqn_vs_sb3.py --bf16     # and ours in mixed precision
@@ -44,6 +45,7 @@ import torch
 
 from cpu_accounting import RunCPU, bound_report
 from isolation import run_isolated
+from oakemu_rl.cli.process_setup import keep_freed_memory
 from oakemu_rl.dqn.config import DQNExperimentConfiguration
 from oakemu_rl.dqn.model import _small_cnn
 from oakemu_rl.envs import OakEmuEnv, ObservationConfig
@@ -82,6 +84,7 @@ def shared_settings(steps: int) -> dict[str, Any]:
 def run_ours(
     game: str, steps: int, seed: int, run_dir: Path, shared: dict[str, Any], precision: str
 ) -> dict[str, Any]:
+    keep_freed_memory()  # ours' process is set up as `oakemu-rl train` sets up its own
     config = DQNExperimentConfiguration.from_dict(
         {
             "game": game,

@@ -55,6 +55,7 @@ from torch import nn
 
 from cpu_accounting import RunCPU, bound_report, cores
 from isolation import run_isolated
+from oakemu_rl.cli.process_setup import keep_freed_memory
 from oakemu_rl.envs.factory import make_env
 from oakemu_rl.experiments import PPOExperiment
 from oakemu_rl.ppo.config import PPOExperimentConfiguration
@@ -173,6 +174,7 @@ def evaluate(
 
 
 def run_ours(args: argparse.Namespace) -> dict[str, Any]:
+    keep_freed_memory()  # ours' process is set up as `oakemu-rl train` sets up its own
     torch.set_num_threads(1)
     env: dict[str, Any] = {
         "num_envs": args.envs,

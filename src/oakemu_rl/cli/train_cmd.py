@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
+from .process_setup import keep_freed_memory
 
 if TYPE_CHECKING:
     from ..experiments import Experiment
@@ -67,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from ..runtime.config_base import ConfigError
 
     console = False if args.quiet else None
+    keep_freed_memory()  # this program's own process: see process_setup
     try:
         experiment: Experiment[Any]
         if args.resume is not None:
