@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sysconfig
 import threading
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,11 @@ def test_prefetching_learner_matches_inline_learner_exactly(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("cc") is None, reason="torch.compile on CPU needs a C compiler")
+@pytest.mark.skipif(
+    (shutil.which("g++") is None and shutil.which("c++") is None)
+    or not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file(),
+    reason="torch.compile on CPU needs a C++ compiler and Python's headers",
+)
 def test_compiled_learner_trains_like_the_eager_one(tmp_path: Path) -> None:
     # model.compile: the learner's and target network's forward passes run as compiled
     # graphs (double DQN's online values on the prefetch thread too). The generated kernels

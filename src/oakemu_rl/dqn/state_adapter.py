@@ -5,10 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any
-
-import torch
-from torch import nn
+from typing import cast
 
 from ..runtime.checkpoints import Checkpoint, CheckpointFile
 from ..runtime.state_adapter import (
@@ -21,10 +18,8 @@ from ..runtime.state_adapter import (
     RestoreMetadata,
     StateAdapterBase,
 )
-from ..runtime.thread_safe_model import ThreadSafeModel
 from .config import DQNExperimentConfiguration
 from .learner import Learner
-from .tester import Tester
 from .trainer import Trainer
 
 __all__ = [
@@ -53,7 +48,7 @@ class DQNRestoreMetadata(RestoreMetadata):
         return f"{super().describe()}, replay buffer {replay}"
 
 
-class DQNStateAdapter(StateAdapterBase):
+class DQNStateAdapter(StateAdapterBase[DQNExperimentConfiguration]):
     """Captures and restores DQN-specific runtime state.
 
     The files of `StateAdapterBase`, the learner's target network and sampling RNG in
@@ -75,32 +70,15 @@ class DQNStateAdapter(StateAdapterBase):
 
     algo = "dqn"
 
-    def __init__(
-        self,
-        config: DQNExperimentConfiguration,
-        learner_model: nn.Module,
-        learner_model_container: ThreadSafeModel[Any],
-        actor_model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        trainer: Trainer,
-        learner: Learner,
-        tester: Tester | None,
-        tester_model: nn.Module | None,
-    ) -> None:
-        super().__init__(
-            config,
-            learner_model,
-            learner_model_container,
-            actor_model,
-            optimizer,
-            trainer,
-            learner,
-            tester,
-            tester_model,
-        )
-        self.dqn_config = config
-        self.dqn_trainer = trainer
-        self.dqn_learner = learner
+    @property
+    def dqn_trainer(self) -> Trainer:
+        """The DQN actor (its replay pipeline is frozen while state is copied)."""
+        return cast(Trainer, self.trainer)
+
+    @property
+    def dqn_learner(self) -> Learner:
+        """The DQN learner (held between updates while state is copied)."""
+        return cast(Learner, self.learner)
 
     def _consistent(self) -> AbstractContextManager[None]:
         return self._frozen_and_held()
@@ -111,7 +89,7 @@ class DQNStateAdapter(StateAdapterBase):
             yield
 
     def _extra_files(self) -> list[CheckpointFile]:
-        if not self.dqn_config.checkpoint.save_replay_buffer:
+        if not self.config.checkpoint.save_replay_buffer:
             return []
         replay = self.dqn_trainer.replay_buffer.state_dict()
         return [CheckpointFile.from_numpy(REPLAY_FILE, replay)]
@@ -126,9 +104,7 @@ class DQNStateAdapter(StateAdapterBase):
         `learner.learning_starts` env steps after the checkpoint's step.
         """
         run_state = self._restore_common(checkpoint)
-        replay_restored = self.dqn_config.checkpoint.save_replay_buffer and checkpoint.has(
-            REPLAY_FILE
-        )
+        replay_restored = self.config.checkpoint.save_replay_buffer and checkpoint.has(REPLAY_FILE)
         if replay_restored:
             with self.dqn_trainer.freeze_replay_pipeline():
                 self.dqn_trainer.replay_buffer.load_state_dict(checkpoint.load_numpy(REPLAY_FILE))

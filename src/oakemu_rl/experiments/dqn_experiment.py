@@ -50,13 +50,15 @@ def build_replay_buffer(
     )
 
 
-class DQNExperiment(Experiment[DQNExperimentConfiguration]):
+class DQNExperiment(
+    Experiment[DQNExperimentConfiguration],
+    algo="dqn",
+    config_type=DQNExperimentConfiguration,
+    tester_type=Tester,
+    adapter_type=DQNStateAdapter,
+):
     """One DQN run. Takes the arguments of `Experiment`."""
 
-    algo = "dqn"
-    config_type = DQNExperimentConfiguration
-    tester_type = Tester
-    adapter_type = DQNStateAdapter
     actor: Trainer
     learner: Learner
 
@@ -64,18 +66,9 @@ class DQNExperiment(Experiment[DQNExperimentConfiguration]):
     def build_model(
         config: DQNExperimentConfiguration, observation_shape: tuple[int, ...], num_actions: int
     ) -> DQNModel:
-        """The Q-network a configuration describes."""
-        m = config.model
-        return DQNModel(
-            observation_shape,
-            num_actions,
-            torso=m.torso,
-            mlp_hidden=m.mlp_hidden,
-            head_hidden=m.head_hidden,
-            dueling=m.dueling,
-            noisy=m.noisy,
-            noisy_sigma0=m.noisy_sigma0,
-        )
+        """The Q-network a configuration describes (`model.compile` is the learner's)."""
+        layout = config.model.model_dump(exclude={"compile"})
+        return DQNModel(observation_shape, num_actions, **layout)
 
     def _optimizer_settings(self) -> tuple[float, float]:
         return self.config.learner.learning_rate, self.config.learner.adam_eps

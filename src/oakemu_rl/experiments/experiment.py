@@ -95,8 +95,27 @@ class Experiment(ABC, Generic[ConfigT]):
     algo: ClassVar[str]
     """The algorithm's name in run-directory names, checkpoints and summaries."""
     config_type: ClassVar[type[ExperimentConfiguration]]
+    """The algorithm's configuration class."""
     tester_type: ClassVar[type[TesterBase[Any]]]
-    adapter_type: ClassVar[type[StateAdapterBase]]
+    """The algorithm's tester class."""
+    adapter_type: ClassVar[type[StateAdapterBase[Any]]]
+    """The algorithm's state-adapter class (what its checkpoints hold)."""
+
+    def __init_subclass__(
+        cls,
+        *,
+        algo: str,
+        config_type: type[ExperimentConfiguration],
+        tester_type: type[TesterBase[Any]],
+        adapter_type: type[StateAdapterBase[Any]],
+        **kwargs: Any,
+    ) -> None:
+        """An algorithm's experiment names its parts in its class statement."""
+        super().__init_subclass__(**kwargs)
+        cls.algo = algo
+        cls.config_type = config_type
+        cls.tester_type = tester_type
+        cls.adapter_type = adapter_type
 
     # Built by the algorithm (`_build_algorithm`):
     actor: ActorBase[Any, Any]

@@ -25,13 +25,15 @@ from .experiment import Experiment
 __all__ = ["PPOExperiment"]
 
 
-class PPOExperiment(Experiment[PPOExperimentConfiguration]):
+class PPOExperiment(
+    Experiment[PPOExperimentConfiguration],
+    algo="ppo",
+    config_type=PPOExperimentConfiguration,
+    tester_type=PPOTester,
+    adapter_type=PPOStateAdapter,
+):
     """One PPO run. Takes the arguments of `Experiment`."""
 
-    algo = "ppo"
-    config_type = PPOExperimentConfiguration
-    tester_type = PPOTester
-    adapter_type = PPOStateAdapter
     actor: PPOActor
     learner: PPOLearner
 
@@ -40,16 +42,9 @@ class PPOExperiment(Experiment[PPOExperimentConfiguration]):
         config: PPOExperimentConfiguration, observation_shape: tuple[int, ...], num_actions: int
     ) -> PPOModel:
         """The actor-critic network a configuration describes."""
-        m = config.model
+        layout = config.model.model_dump()
         return PPOModel(
-            observation_shape,
-            num_actions,
-            torso=m.torso,
-            mlp_hidden=m.mlp_hidden,
-            cnn_features=m.cnn_features,
-            activation=m.activation,
-            input_scale=m.input_scale,
-            allowed_actions=config.env.allowed_actions,
+            observation_shape, num_actions, allowed_actions=config.env.allowed_actions, **layout
         )
 
     def _optimizer_settings(self) -> tuple[float, float]:

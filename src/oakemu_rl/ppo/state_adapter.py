@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import torch
-from torch import nn
 
 from ..runtime.checkpoints import Checkpoint
-from ..runtime.protocols import ActorRuntime, LearnerRuntime, TesterRuntime
 from ..runtime.state_adapter import RestoreMetadata, StateAdapterBase
-from ..runtime.thread_safe_model import ThreadSafeModel
 from .config import PPOExperimentConfiguration
 
 __all__ = ["PPORestoreMetadata", "PPOStateAdapter"]
@@ -27,7 +21,7 @@ class PPORestoreMetadata(RestoreMetadata):
         return f"{self.rollouts:,} rollouts, {super().describe()}"
 
 
-class PPOStateAdapter(StateAdapterBase):
+class PPOStateAdapter(StateAdapterBase[PPOExperimentConfiguration]):
     """Captures and restores PPO-specific runtime state.
 
     The files of `StateAdapterBase`, with the learner's rollout count, learning-rate
@@ -47,30 +41,6 @@ class PPOStateAdapter(StateAdapterBase):
     """
 
     algo = "ppo"
-
-    def __init__(
-        self,
-        config: PPOExperimentConfiguration,
-        learner_model: nn.Module,
-        learner_model_container: ThreadSafeModel[Any],
-        actor_model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        trainer: ActorRuntime,
-        learner: LearnerRuntime,
-        tester: TesterRuntime | None,
-        tester_model: nn.Module | None,
-    ) -> None:
-        super().__init__(
-            config,
-            learner_model,
-            learner_model_container,
-            actor_model,
-            optimizer,
-            trainer,
-            learner,
-            tester,
-            tester_model,
-        )
 
     def restore_full(self, checkpoint: Checkpoint) -> PPORestoreMetadata:
         """Restore full experiment runtime state from a checkpoint.

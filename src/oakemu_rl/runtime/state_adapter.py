@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import torch
 from torch import nn
@@ -53,7 +53,10 @@ def _clone(state: dict[str, Any]) -> dict[str, Any]:
     return {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in state.items()}
 
 
-class StateAdapterBase:
+ConfigT = TypeVar("ConfigT", bound=ExperimentConfiguration)
+
+
+class StateAdapterBase(Generic[ConfigT]):
     """Captures and restores a run's runtime state as checkpoint files.
 
     `create_checkpoint_files` holds the learner between updates (`_consistent`) while it
@@ -77,7 +80,7 @@ class StateAdapterBase:
 
     def __init__(
         self,
-        config: ExperimentConfiguration,
+        config: ConfigT,
         learner_model: nn.Module,
         learner_model_container: ThreadSafeModel[Any],
         actor_model: nn.Module,
