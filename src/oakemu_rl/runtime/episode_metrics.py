@@ -12,7 +12,7 @@ import numpy as np
 
 @dataclass
 class EpisodeTotals:
-    """The episode counters every actor keeps (what `Agent.restore_state` restores)."""
+    """The episode counters every actor keeps (part of its checkpointed runtime state)."""
 
     total_episodes: int = 0
     total_wins: int = 0
