@@ -3,6 +3,7 @@ run's output, and `config show`, each behaving the same for DQN and PPO."""
 
 from __future__ import annotations
 
+import _thread
 import math
 import subprocess
 import sys
@@ -123,6 +124,39 @@ def test_a_rollback_that_gives_up_stops_without_checkpointing_the_broken_weights
     assert latest is not None and latest.step < summary["steps"]  # the last good state
     weights = latest.load_torch("model.pt")["learner"]
     assert all(torch.isfinite(w).all() for w in weights.values())
+
+
+@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+def test_ctrl_c_stops_the_run_with_a_final_checkpoint_and_no_final_evaluation(
+    algo: str, tmp_path: Path
+) -> None:
+    config = cartpole(
+        algo,
+        total_steps=200_000,
+        tester={"enabled": True, "every_steps": 10**6, "episodes": 2, "random_baseline": False},
+    )
+    experiment = quiet(config, tmp_path / "run")
+    experiment.build()
+
+    interrupted: list[int] = []
+
+    def interrupt(step: int) -> None:
+        if step >= 1024 and not interrupted:
+            interrupted.append(step)
+            _thread.interrupt_main()  # one Ctrl-C, delivered to the thread that runs the loop
+
+    # Called on the actor's (DQN) or the learner's (PPO) thread while the loop waits.
+    if isinstance(experiment, DQNExperiment):
+        experiment.trainer.add_step_hook(256, interrupt)
+    else:
+        assert isinstance(experiment, PPOExperiment)
+        experiment.learner.on_rollout = interrupt
+    summary = experiment.run()
+    assert summary["stop_reason"] == "interrupted"
+    assert 1024 <= summary["steps"] < 200_000
+    assert summary["final_eval"] is None
+    latest = CheckpointManager(tmp_path / "run" / "checkpoints").latest()
+    assert latest is not None and latest.step == summary["steps"]  # nothing since is lost
 
 
 @pytest.mark.slow
