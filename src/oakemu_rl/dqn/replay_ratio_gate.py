@@ -51,11 +51,6 @@ class ReplayRatioGate:
     def updates(self) -> int:
         return self._updates
 
-    @property
-    def holding_actor(self) -> bool:
-        """Whether a running learner holds the actor to the ratio."""
-        return self._holding
-
     def set_env_steps(self, steps: int) -> None:
         with self._cond:
             self._env_steps = steps

@@ -16,17 +16,12 @@ from ..runtime.context import RuntimeContext
 from ..runtime.env_owner import EnvFactory, make_multi_env
 from ..runtime.state_adapter import CONFIG_FILE, MODEL_FILE
 from ..runtime.tester import EvaluationResult
-from .dqn_experiment import DQNExperiment
-from .experiment import Experiment
-from .ppo_experiment import PPOExperiment
+from .algorithms import EXPERIMENTS
 from .run_directory import RunError, read_algo
 from .torch_setup import resolve_device
 
 #: Default env seed offset of `evaluate_checkpoint`, apart from training and tester envs.
 EVALUATION_SEED_OFFSET = 2_000_003
-
-EXPERIMENTS: dict[str, type[Experiment[Any]]] = {"dqn": DQNExperiment, "ppo": PPOExperiment}
-"""The experiment class of each algorithm, by its name."""
 
 
 def find_checkpoint(target: str | Path, *, best: bool = False) -> Checkpoint:

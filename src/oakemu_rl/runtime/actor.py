@@ -138,11 +138,6 @@ class ActorBase(ABC, Generic[C, E]):
         """The multi-env, while `run` is running."""
         return self._envs.env
 
-    @property
-    def env_states(self) -> list[EnvironmentState]:
-        """What the actor knows about each env."""
-        return self.lifecycle.states
-
     # -- the loop -----------------------------------------------------------------------
 
     def run(self) -> None:
@@ -283,11 +278,6 @@ class ActorBase(ABC, Generic[C, E]):
     def _queue_for_inference(self, entry: E, observation: npt.NDArray[Any]) -> None:
         """Queue an observation for this poll's forward pass; `entry` says what it is for."""
         self._inference.add(entry, observation)
-
-    @property
-    def pending_inference_count(self) -> int:
-        """Observations queued for the next forward pass."""
-        return len(self._inference)
 
     def _flush_inference(self, env: OakEmuMultiEnv) -> None:
         """One forward pass for every queued observation; its actions go out as one

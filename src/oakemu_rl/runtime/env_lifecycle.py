@@ -134,11 +134,6 @@ class EnvLifecycle:
     def __len__(self) -> int:
         return self.num_envs
 
-    def reset_all(self, env: ResettableEnv) -> None:
-        """Submit a reset for every env."""
-        for state in self.states:
-            self.request_reset(env, state)
-
     def request_reset(
         self, env: ResettableEnv, state: EnvironmentState, machine_state: bytes | None = None
     ) -> None:
