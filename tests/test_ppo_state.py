@@ -174,5 +174,9 @@ def test_run_resume_and_evaluate(tmp_path: Path, overlap: bool) -> None:
     assert any("resumed" in line for line in lines)
     assert json.loads((run_dir / "summary.json").read_text())["steps"] == 2048
 
+    from oakemu_rl.experiments.evaluation import PolicyOptionError
+
+    with pytest.raises(PolicyOptionError, match="epsilon applies to DQN agents"):
+        evaluate_checkpoint(run_dir, episodes=3, epsilon=0.1)
     result = evaluate_checkpoint(find_checkpoint(run_dir, best=True), episodes=3)
     assert result.episodes == 3 and result.policy == "greedy"

@@ -32,7 +32,8 @@ def _clean(value: float) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..experiments import RunError, evaluate_checkpoint, find_checkpoint, read_algo
+    from ..experiments import RunError, evaluate_checkpoint, find_checkpoint
+    from ..experiments.evaluation import PolicyOptionError
     from ..runtime.checkpoints import CheckpointError
     from ..runtime.config_base import ConfigError
 
@@ -40,11 +41,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--epsilon must be between 0 and 1, got {args.epsilon}")
     try:
         checkpoint = find_checkpoint(args.target, best=args.best)
-        if args.epsilon is not None and read_algo(checkpoint.path) == "ppo":
-            raise UsageError("--epsilon applies to DQN agents; a PPO agent plays its policy")
         result = evaluate_checkpoint(
             checkpoint, args.episodes, seed=args.seed, epsilon=args.epsilon
         )
+    except PolicyOptionError as exc:  # an option of the other algorithm
+        raise UsageError(f"--{exc}") from None
     except (ConfigError, RunError, CheckpointError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:

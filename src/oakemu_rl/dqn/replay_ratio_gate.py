@@ -64,12 +64,12 @@ class ReplayRatioGate:
     def learner_wait(self, stop: threading.Event, timeout: float = 0.1) -> bool:
         """Wait until an update is due; False if `stop` was set or `timeout` passed first."""
         with self._cond:
-            if self._updates < self.target_updates(self._env_steps):
+            if self.lag(self._env_steps) > 0:
                 return True
             if stop.is_set():
                 return False
             self._cond.wait(timeout)
-            return self._updates < self.target_updates(self._env_steps)
+            return self.lag(self._env_steps) > 0
 
     def record_update(self) -> None:
         with self._cond:
@@ -86,11 +86,7 @@ class ReplayRatioGate:
         """Block the actor while a running learner lags more than `max_lag` updates."""
         with self._cond:
             start = None
-            while (
-                self._holding
-                and not stop.is_set()
-                and self.target_updates(self._env_steps) - self._updates > self.max_lag
-            ):
+            while self._holding and not stop.is_set() and self.lag(self._env_steps) > self.max_lag:
                 start = start or time.monotonic()
                 self._cond.wait(0.05)
             if start is not None:
@@ -100,7 +96,7 @@ class ReplayRatioGate:
         """Wait until the learner has made every update due at the current env steps."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._updates < self.target_updates(self._env_steps):
+            while self.lag(self._env_steps) > 0:
                 remaining = deadline - time.monotonic()
                 if stop.is_set() or not self._holding or remaining <= 0:
                     return False

@@ -17,8 +17,13 @@ from ..runtime.env_owner import EnvFactory, make_multi_env
 from ..runtime.state_adapter import CONFIG_FILE, MODEL_FILE
 from ..runtime.tester import EvaluationResult
 from .algorithms import EXPERIMENTS
-from .run_directory import RunError, read_algo
+from .run_directory import RunError
 from .torch_setup import resolve_device
+
+
+class PolicyOptionError(ValueError):
+    """An evaluation option the agent's algorithm does not have (the message names it)."""
+
 
 #: Default env seed offset of `evaluate_checkpoint`, apart from training and tester envs.
 EVALUATION_SEED_OFFSET = 2_000_003
@@ -73,17 +78,17 @@ def evaluate_checkpoint(
         checkpoint = find_checkpoint(checkpoint)
     if not checkpoint.has(CONFIG_FILE) or not checkpoint.has(MODEL_FILE):
         raise RunError(f"{checkpoint.path}: not a checkpoint of a run (no config.yaml or model.pt)")
-    algo = read_algo(checkpoint.file(CONFIG_FILE))
+    source = str(checkpoint.file(CONFIG_FILE))
+    data = yaml.safe_load(checkpoint.read_bytes(CONFIG_FILE))
+    algo = str(data.get("algo", "dqn")) if isinstance(data, dict) else "dqn"
     if algo not in EXPERIMENTS:
         raise RunError(f"{checkpoint.path}: unknown algo {algo!r} (expected dqn or ppo)")
     if algo == "ppo" and epsilon is not None:
-        raise ValueError("epsilon applies to DQN agents; a PPO agent plays its policy")
+        raise PolicyOptionError("epsilon applies to DQN agents; a PPO agent plays its policy")
     if algo == "dqn" and deterministic is not None:
-        raise ValueError("deterministic applies to PPO agents; a DQN agent plays greedily")
+        raise PolicyOptionError("deterministic applies to PPO agents; a DQN agent plays greedily")
     experiment = EXPERIMENTS[algo]
-    config = experiment.config_type.from_dict(
-        yaml.safe_load(checkpoint.read_bytes(CONFIG_FILE)), source=str(checkpoint.file(CONFIG_FILE))
-    )
+    config = experiment.config_type.from_dict(data, source=source)
     episodes = episodes or config.tester.episodes
     data = config.model_dump(mode="json")
     data["tester"]["num_envs"] = max(1, min(episodes, num_envs or config.tester.num_envs))

@@ -247,6 +247,10 @@ class ExperimentConfiguration(ConfigSection):
         return type(self).from_dict(data)
 
 
+END_OF_DOCUMENT = "\n...\n"
+"""What PyYAML appends to a document that is a lone scalar."""
+
+
 def _commented_lines(model: BaseModel, indent: int) -> list[str]:
     pad = " " * indent
     lines: list[str] = []
@@ -264,5 +268,5 @@ def _commented_lines(model: BaseModel, indent: int) -> list[str]:
             continue
         data = model.model_dump(mode="json", include={name})[name]
         text = yaml.safe_dump(data, default_flow_style=True, sort_keys=False, width=10**6)
-        lines.append(f"{pad}{name}: {text.removesuffix(chr(10) + '...' + chr(10)).strip()}")
+        lines.append(f"{pad}{name}: {text.removesuffix(END_OF_DOCUMENT).strip()}")
     return lines
