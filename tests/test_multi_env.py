@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -461,6 +462,90 @@ def test_restart_workers_reports_lost_episodes_as_truncated(auto_reset: bool) ->
         later = {r.env_id: r for r in drain(envs)}
         assert list(later[3].observation[:3]) == [3, 1, 2] and not later[3].done
     assert not alive(old)
+
+
+class BrokenResetEnv(ToyEnv):
+    """Raises on every reset, like a game whose start procedure no longer works."""
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        raise RuntimeError("the start procedure never reaches the game")
+
+
+def broken_reset(env_id: int) -> ToyEnv:
+    return BrokenResetEnv(env_id)
+
+
+def test_a_restart_storm_backs_off_logs_the_traceback_once_and_ends_at_the_cap(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("WARNING", logger="oakemu_rl.envs.multi_env")
+    with OakEmuMultiEnv(
+        env_factory=broken_reset,
+        num_envs=1,
+        num_workers=1,
+        restart_workers=True,
+        max_restarts_per_minute=5,
+        restart_backoff=0.05,
+    ) as envs:
+        start = time.monotonic()
+        envs.submit_reset(0)
+        with pytest.raises(MultiEnvError, match="no more restarts: 5 restarts in the last minute"):
+            drain(envs, timeout=30)
+        elapsed = time.monotonic() - start
+        assert envs.worker_restarts == 5
+        # Each death after the first without an answer in between waits longer:
+        # 0 + 0.05 + 0.1 + 0.2 + 0.4 s before the five restarts.
+        assert elapsed >= 0.75
+        with pytest.raises(MultiEnvError, match="start procedure never reaches"):
+            envs.poll()  # the failure stays
+    records = [r for r in caplog.records if "restarting it" in r.getMessage()]
+    assert len(records) == 5
+    with_traceback = [r for r in records if "Traceback" in r.getMessage()]
+    assert len(with_traceback) == 1
+
+
+def test_a_stopped_worker_is_killed_after_worker_timeout_and_its_episode_truncated() -> None:
+    with OakEmuMultiEnv(
+        env_factory=toy,
+        num_envs=2,
+        num_workers=2,
+        restart_workers=True,
+        worker_timeout=1.0,
+    ) as envs:
+        envs.reset_all()
+        drain(envs)
+        stopped = envs.worker_pids[1]
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            envs.submit(0, 1)
+            envs.submit(1, 1)
+            results = {r.env_id: r for r in drain(envs, timeout=15)}
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stopped, signal.SIGCONT)
+        assert not results[0].done
+        lost = results[1]
+        assert lost.truncated and lost.info["worker_lost"]
+        assert "did not answer within 1 s" in lost.info["error"]
+        assert envs.worker_restarts == 1
+        assert envs.worker_pids[1] != stopped
+        assert wait_gone([stopped], 3.0) == []
+        envs.submit_reset(1)
+        envs.submit(0, 2)
+        assert {r.env_id for r in drain(envs)} == {0, 1}
+
+
+def test_a_stopped_worker_without_restarts_is_a_clear_error() -> None:
+    with OakEmuMultiEnv(env_factory=toy, num_envs=1, num_workers=1, worker_timeout=0.5) as envs:
+        envs.submit_reset(0)
+        drain(envs)
+        pid = envs.worker_pids[0]
+        os.kill(pid, signal.SIGSTOP)
+        envs.submit(0, 1)
+        with pytest.raises(MultiEnvError, match="did not answer within 0.5 s and was killed"):
+            drain(envs, timeout=10)
 
 
 # -- no leaks ---------------------------------------------------------------------------

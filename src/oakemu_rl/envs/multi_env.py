@@ -51,6 +51,13 @@ Faults
     the envs and each episode that was lost is reported as truncated (``info
     ["worker_lost"]`` is True): at once for an env with a step in flight, at its
     next `submit` for the others. The new worker's envs start with fresh seeds.
+    A worker that dies again before it answers anything is restarted after a
+    backoff (`restart_backoff`, doubling, at most 5 s), and more than
+    `max_restarts_per_minute` restarts in a minute end the restarts: the next call
+    raises `MultiEnvError`, so an env that fails on every reset stops a run within
+    about half a minute instead of restarting forever. With `worker_timeout`, a
+    worker that holds commands and sends nothing for that long (hung, or stopped
+    with SIGSTOP) is killed and treated as dead.
     `close` never hangs (workers that do not stop within a second are killed)
     and, like a killed parent, leaves no process and no named shared memory.
 
@@ -103,6 +110,9 @@ Backend = Literal["process", "inline"]
 
 _IDLE, _STEPPING, _RESETTING, _SAVING = 0, 1, 2, 3
 _CLOSE_GRACE_S = 1.0
+# The longest wait before restarting a worker that keeps dying: short enough that
+# `max_restarts_per_minute` deaths in a row fall within a minute and end the restarts.
+_MAX_BACKOFF_S = 5.0
 
 
 @dataclass(slots=True)
@@ -162,6 +172,8 @@ def default_num_workers() -> int:
 
 @dataclass(eq=False)
 class _Worker:
+    """One worker process, or the record of one waiting to be started (process None)."""
+
     index: int
     env_ids: list[int]
     generation: int
@@ -172,6 +184,11 @@ class _Worker:
     load: int = 0  # commands sent and not answered
     pending: list[Command] = field(default_factory=list)
     fault: tuple[int, str, str] | None = None
+    streak: int = 0  # deaths in a row with no answer in between
+    start_at: float = 0.0  # when a replacement starts (after its backoff)
+    busy_since: float = 0.0  # when its load last rose from 0
+    last_heard: float = 0.0  # when it last sent a message
+    hung: bool = False  # killed for not answering within worker_timeout
 
 
 class _Resources:
@@ -195,7 +212,7 @@ class _Resources:
 
 
 def _stop_workers(workers: Iterable[_Worker]) -> None:
-    """Ask workers to close, then terminate and kill what is left; bounded time."""
+    """Ask workers to close, then kill what is left; bounded time (workers ignore SIGTERM)."""
     workers = list(workers)
     for w in workers:
         if w.conn is None:
@@ -210,9 +227,6 @@ def _stop_workers(workers: Iterable[_Worker]) -> None:
             w.process.join(max(0.0, deadline - time.monotonic()))
     for w in workers:
         p = w.process
-        if p is not None and p.is_alive():
-            p.terminate()
-            p.join(0.5)
         if p is not None and p.is_alive():
             p.kill()
             p.join(0.5)
@@ -245,7 +259,9 @@ class OakEmuMultiEnv:
     `worker_nice` (how much the workers lower their own scheduling priority: a nice
     increment 0-19, or ``"idle"`` for Linux's SCHED_IDLE class; with fewer cores than
     busy threads, the learner and actor then win the cores they share with the workers,
-    and the workers still get every core that is otherwise idle).
+    and the workers still get every core that is otherwise idle). `restart_workers`,
+    `max_restarts_per_minute`, `restart_backoff` and `worker_timeout` are described in
+    the module docstring, under Faults.
     """
 
     def __init__(
@@ -260,7 +276,9 @@ class OakEmuMultiEnv:
         observation_config: Any = None,
         auto_reset: bool = False,
         restart_workers: bool = False,
-        max_worker_restarts: int = 100,
+        max_restarts_per_minute: int = 10,
+        restart_backoff: float = 0.5,
+        worker_timeout: float | None = None,
         copy_observations: bool = False,
         start_method: str | None = None,
         batch_latency: float = 0.0002,
@@ -276,6 +294,13 @@ class OakEmuMultiEnv:
             raise ValueError(f"backend must be 'process' or 'inline', not {backend!r}")
         if not is_worker_priority(worker_nice):
             raise ValueError(f"worker_nice must be 0-19 or 'idle', not {worker_nice!r}")
+        if max_restarts_per_minute < 0 or restart_backoff < 0:
+            raise ValueError(
+                "max_restarts_per_minute and restart_backoff must be 0 or more, not "
+                f"{max_restarts_per_minute} and {restart_backoff}"
+            )
+        if worker_timeout is not None and worker_timeout <= 0:
+            raise ValueError(f"worker_timeout must be above 0 (or None), not {worker_timeout}")
         if env_factory is None:
             assert game is not None
             env_factory = functools.partial(_make_game_env, game, observation_config)
@@ -284,7 +309,9 @@ class OakEmuMultiEnv:
         self.seed = seed
         self.auto_reset = auto_reset
         self.restart_workers = restart_workers
-        self.max_worker_restarts = max_worker_restarts
+        self.max_restarts_per_minute = max_restarts_per_minute
+        self.restart_backoff = restart_backoff
+        self.worker_timeout = worker_timeout
         self.copy_observations = copy_observations
         self._factory = env_factory
         self._batch_latency = batch_latency
@@ -326,6 +353,9 @@ class OakEmuMultiEnv:
         self._ready: deque[StepResult] = deque()
         self._failure: MultiEnvError | None = None
         self._restarts = 0
+        self._restart_times: deque[float] = deque()
+        self._logged_faults: set[str] = set()
+        self._next_timer_check = 0.0
         self._inline_queue: deque[Command] = deque()
 
         if backend == "inline":
@@ -363,9 +393,10 @@ class OakEmuMultiEnv:
         self._poller = select.poll()
         self._fd_map: dict[int, tuple[_Worker, bool]] = {}
         try:
-            for w in range(self.num_workers):
-                env_ids = list(range(w, n, self.num_workers))
-                self._workers.append(self._start_worker(w, env_ids, 0))
+            for index in range(self.num_workers):
+                worker = _Worker(index, list(range(index, n, self.num_workers)), 0)
+                self._spawn(worker)
+                self._workers.append(worker)
             self._rebuild_wait_map()
             self._await_ready(startup_timeout)
         except BaseException:
@@ -385,17 +416,18 @@ class OakEmuMultiEnv:
             for i in env_ids
         }
 
-    def _start_worker(self, index: int, env_ids: list[int], generation: int) -> _Worker:
+    def _spawn(self, w: _Worker) -> None:
+        """Start the process of worker record `w`."""
         assert self._res.slots is not None
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
         process = self._ctx.Process(  # type: ignore[attr-defined]
             target=worker_main,
-            name=f"oakemu-worker-{index}",
+            name=f"oakemu-worker-{w.index}",
             args=(
-                index,
+                w.index,
                 child_conn,
                 self._factory,
-                self._first_seeds(env_ids, generation),
+                self._first_seeds(w.env_ids, w.generation),
                 self._res.slots.handle(),
                 self.auto_reset,
                 self._batch_latency,
@@ -407,7 +439,8 @@ class OakEmuMultiEnv:
         )
         process.start()
         child_conn.close()
-        return _Worker(index, env_ids, generation, process, parent_conn, process.pid)
+        w.process, w.conn, w.pid = process, parent_conn, process.pid
+        w.last_heard = time.monotonic()
 
     def _rebuild_wait_map(self) -> None:
         """Watch every worker's pipe and process sentinel (call before closing fds)."""
@@ -450,6 +483,11 @@ class OakEmuMultiEnv:
     def worker_pids(self) -> list[int]:
         """The process ids of the live workers (empty for the inline backend)."""
         return [w.pid for w in self._workers if w.pid is not None and w.process is not None]
+
+    @property
+    def worker_restarts(self) -> int:
+        """How many workers have been restarted after a fault."""
+        return self._restarts
 
     @property
     def shared_memory_name(self) -> str | None:
@@ -637,9 +675,14 @@ class OakEmuMultiEnv:
             self._flush_worker(w)
 
     def _flush_worker(self, w: _Worker) -> None:
+        if not w.pending or w.conn is None:
+            return  # a worker waiting for its restart keeps its commands until it starts
         commands, w.pending = w.pending, []
-        if not commands or w.conn is None:
-            return
+        if not w.load:
+            w.busy_since = now = time.monotonic()
+            if self.worker_timeout is not None:
+                # Its answer is due by then: make sure the timers look at it.
+                self._next_timer_check = min(self._next_timer_check, now + self.worker_timeout)
         w.load += len(commands)
         # A dead worker's pipe raises; its sentinel tells the receive loop.
         with contextlib.suppress(OSError):
@@ -673,27 +716,70 @@ class OakEmuMultiEnv:
         """Take in all that the workers have sent; with `until`, wait up to `timeout`
         seconds (None: no limit) until it holds."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        timed = self.worker_timeout is not None or self.restart_workers
         while True:
             # (self._poller is replaced with a worker: look it up each time)
             events = self._poller.poll(0)
             while events:
                 self._handle_events(events, startup=False)
                 events = self._poller.poll(0)
+            next_timer = self._run_timers() if timed else None
             if until is None or until():
                 return
+            now = time.monotonic()
             if deadline is None:
-                ms = -1
+                wait = None
             else:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                wait = deadline - now
+                if wait <= 0:
                     return
-                ms = math.ceil(remaining * 1000)
+            if next_timer is not None:
+                wait = next_timer - now if wait is None else min(wait, next_timer - now)
+            ms = -1 if wait is None else max(0, math.ceil(wait * 1000))
             events = self._poller.poll(ms)
             if events:
                 self._handle_events(events, startup=False)
 
     def _has_result(self) -> bool:
         return bool(self._ready) or not self._in_flight
+
+    def _run_timers(self) -> float | None:
+        """Start replacements whose backoff is over and kill workers that stopped
+        answering; returns when the next timer falls due (None: no timer)."""
+        now = time.monotonic()
+        if now < self._next_timer_check:
+            return None if self._next_timer_check == math.inf else self._next_timer_check
+        timeout = self.worker_timeout
+        next_due = math.inf
+        for w in list(self._workers):
+            if w.process is None:
+                if w.start_at <= now:
+                    self._launch(w)
+                else:
+                    next_due = min(next_due, w.start_at)
+            elif timeout is not None and w.load:
+                due = max(w.busy_since, w.last_heard) + timeout
+                if due <= now:
+                    self._kill_hung(w, timeout)
+                else:
+                    next_due = min(next_due, due)
+        # Between timers nothing needs looking at: the hot path skips the loop.
+        self._next_timer_check = next_due
+        return None if next_due == math.inf else next_due
+
+    def _launch(self, w: _Worker) -> None:
+        """Start a replacement worker and send it the commands that waited for it."""
+        self._spawn(w)
+        self._rebuild_wait_map()
+        self._next_timer_check = 0.0
+        self._flush_worker(w)
+
+    def _kill_hung(self, w: _Worker, timeout: float) -> None:
+        w.hung = True
+        with contextlib.suppress(ProcessLookupError):
+            if w.pid is not None:
+                os.kill(w.pid, signal.SIGKILL)  # a stopped (SIGSTOP) process dies too
+        self._on_worker_death(w, startup=False)
 
     def _handle_events(self, events: list[tuple[int, int]], startup: bool) -> None:
         # The map of this batch of events: a worker replaced while handling it has
@@ -713,7 +799,9 @@ class OakEmuMultiEnv:
                 except (EOFError, OSError):
                     self._on_worker_death(w, startup)
                     continue
+                w.last_heard = time.monotonic()
                 if type(message) is list:
+                    w.streak = 0
                     w.load -= len(message)
                     on_result = self._on_result
                     for result in message:
@@ -788,7 +876,9 @@ class OakEmuMultiEnv:
                 p.kill()
                 p.join(1.0)
             exitcode = p.exitcode
-        if w.fault is not None:
+        if w.hung:
+            how = f"did not answer within {self.worker_timeout:g} s and was killed"
+        elif w.fault is not None:
             env_id, phase, _ = w.fault
             where = f"env {env_id} raised in {phase}" if env_id >= 0 else f"raised in {phase}"
             how = f"failed: {where}"
@@ -827,25 +917,54 @@ class OakEmuMultiEnv:
             old_conn.close()
         with contextlib.suppress(Exception):
             old_process.close()
-        if startup or not self.restart_workers or self._restarts >= self.max_worker_restarts:
-            if self.restart_workers and not startup:
-                error = MultiEnvError(
-                    f"{message}\n(no restart: {self._restarts} restarts already)",
-                    w.env_ids,
-                    w.index,
-                    tb,
-                    exitcode,
-                )
+        if startup or not self.restart_workers:
             self._failure = error
             raise error
+        now = time.monotonic()
+        times = self._restart_times
+        while times and times[0] <= now - 60.0:
+            times.popleft()
+        if len(times) >= self.max_restarts_per_minute:
+            self._failure = MultiEnvError(
+                f"{message}\n(no more restarts: {len(times)} restarts in the last minute, "
+                f"the limit is max_restarts_per_minute={self.max_restarts_per_minute})",
+                w.env_ids,
+                w.index,
+                tb,
+                exitcode,
+            )
+            raise self._failure
+        times.append(now)
         self._restarts += 1
-        log.warning("%s; starting a new worker (restart %d)", message, self._restarts)
-        self._restart(w, message.split("\n", 1)[0])
+        streak = w.streak + 1
+        delay = (
+            0.0 if streak == 1 else min(self.restart_backoff * 2 ** (streak - 2), _MAX_BACKOFF_S)
+        )
+        self._log_restart(message, tb, delay)
+        self._restart(w, message.split("\n", 1)[0], streak, now + delay)
 
-    def _restart(self, w: _Worker, reason: str) -> None:
-        fresh = self._start_worker(w.index, w.env_ids, w.generation + 1)
+    def _log_restart(self, message: str, tb: str | None, delay: float) -> None:
+        """One line per restart; a traceback only the first time it is seen."""
+        first_line = message.split("\n", 1)[0]
+        when = f"in {delay:g} s" if delay else "now"
+        key = (tb or "").strip().rsplit("\n", 1)[-1]
+        if tb and key not in self._logged_faults:
+            self._logged_faults.add(key)
+            log.warning(
+                "%s; restarting it %s (restart %d)\n%s",
+                first_line,
+                when,
+                self._restarts,
+                tb.rstrip(),
+            )
+        else:
+            log.warning("%s; restarting it %s (restart %d)", first_line, when, self._restarts)
+
+    def _restart(self, w: _Worker, reason: str, streak: int, start_at: float) -> None:
+        """Replace dead worker `w` (its process starts at `start_at`); settle its envs."""
+        fresh = _Worker(w.index, w.env_ids, w.generation + 1, streak=streak, start_at=start_at)
         self._workers[w.index] = fresh
-        self._rebuild_wait_map()
+        self._next_timer_check = 0.0
         for env_id in w.env_ids:
             state = self._state[env_id]
             was_lost_reset = self._lost_reset[env_id]
@@ -865,7 +984,8 @@ class OakEmuMultiEnv:
                 self._report_lost(env_id)
             elif not self._needs_reset[env_id]:
                 self._lost[env_id] = reason  # told at its next submit
-        self.flush()
+        if start_at <= time.monotonic():
+            self._launch(fresh)
 
     def _lost_reason(self, env_id: int) -> str:
         return self._lost_reasons.pop(env_id, "its worker was lost")

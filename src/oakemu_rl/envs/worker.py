@@ -241,8 +241,11 @@ def worker_main(
         _die_with_parent()
     lower_priority(nice)
     _limit_threads()
-    # The parent handles Ctrl-C; a worker stops when it is told to or sees the parent go.
+    # The parent handles Ctrl-C and SIGTERM (a signal sent to the whole process group
+    # reaches the workers too); a worker stops when it is told to, when it is killed or
+    # when it sees the parent go.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     slots = ObservationSlots.attach(handle)
     try:
         host = EnvHost(factory, first_seeds, slots, auto_reset)
