@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from .errors import UsageError
-from .train_cmd import _non_negative_int, _positive_int
+from .train_cmd import _non_negative_int, _positive_int, add_allow_code_flag
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,6 +24,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument("--seed", type=_non_negative_int, help="env seed")
     parser.add_argument("--epsilon", type=float, help="random-action rate (default: the config's)")
+    add_allow_code_flag(parser)
     parser.set_defaults(handler=run)
 
 
@@ -32,6 +33,7 @@ def _clean(value: float) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..envs.gym_backend import GymEnvError
     from ..experiments import RunError, evaluate_checkpoint, find_checkpoint
     from ..experiments.evaluation import PolicyOptionError
     from ..runtime.checkpoints import CheckpointError
@@ -42,11 +44,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         checkpoint = find_checkpoint(args.target, best=args.best)
         result = evaluate_checkpoint(
-            checkpoint, args.episodes, seed=args.seed, epsilon=args.epsilon
+            checkpoint,
+            args.episodes,
+            seed=args.seed,
+            epsilon=args.epsilon,
+            allow_code=args.allow_code,
         )
     except PolicyOptionError as exc:  # an option of the other algorithm
         raise UsageError(f"--{exc}") from None
-    except (ConfigError, RunError, CheckpointError) as exc:
+    except (ConfigError, RunError, CheckpointError, GymEnvError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:
         print(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from ..envs.oakemu_env import OakEmuEnv
 from ..envs.observation import ObservationConfig
 from ..games.loader import load_game
 from .errors import UsageError
+from .train_cmd import _non_negative_int
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,20 +26,43 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument("game", help="bundled game name or path to a game YAML")
     parser.add_argument("--out", default="inspect_out", help="folder for the PNGs")
-    parser.add_argument("--seed", type=int, default=0, help="seed for start.randomize")
     parser.add_argument(
-        "--steps", type=int, default=0, help="random agent steps to take before the pictures"
+        "--seed", type=_non_negative_int, default=0, help="seed for start.randomize"
     )
-    parser.add_argument("--height", type=int, default=84, help="observation height")
-    parser.add_argument("--width", type=int, default=84, help="observation width")
+    parser.add_argument(
+        "--steps",
+        type=_non_negative_int,
+        default=0,
+        help="random agent steps to take before the pictures",
+    )
+    parser.add_argument(
+        "--height", type=_sized(8, 192), default=84, help="observation height (8-192)"
+    )
+    parser.add_argument(
+        "--width", type=_sized(8, 256), default=84, help="observation width (8-256)"
+    )
     parser.add_argument("--colour", action="store_true", help="colour instead of grayscale")
     parser.set_defaults(handler=run)
 
 
+def _sized(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {low}-{high}, got {value}")
+        return value
+
+    return parse
+
+
 def run(args: argparse.Namespace) -> int:
     console = Console()
-    if args.steps < 0:
-        raise UsageError(f"--steps must be 0 or more, got {args.steps}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: is a file; give a folder for the PNGs")
     game = load_game(args.game)
     spec = game.spec
     console.print(f"[bold]{spec.name}[/] ({game.path}) is valid: {spec.machine}, "
@@ -73,7 +98,6 @@ def run(args: argparse.Namespace) -> int:
         )
     console.print(table)
 
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     screen = Image.fromarray(to_rgb(machine.screen())).resize((512, 384), Image.Resampling.NEAREST)
     area = spec.play_area

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,12 +57,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    add_allow_code_flag(parser)
     parser.set_defaults(handler=run)
 
 
+def add_allow_code_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-code",
+        action="store_true",
+        help="run Python code that the configuration names (a callable reward shaper, a "
+        "gym:module:Env id); refused otherwise, since configs and run directories may come "
+        "from anyone",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..envs.gym_backend import is_gym_id
-    from ..experiments import RunError, read_algo
+    from ..envs.gym_backend import GymEnvError, check_gym_id, is_gym_id
+    from ..experiments import RunError, RunFailed, read_algo, stop_on_signals
     from ..experiments.run_directory import CONFIG_NAME
     from ..games.loader import load_game
     from ..runtime.checkpoints import CheckpointError
@@ -92,21 +104,30 @@ def run(args: argparse.Namespace) -> int:
             if args.algo is not None and args.algo != algo:
                 raise UsageError(f"--algo {args.algo}: {args.resume} is a {algo} run")
             experiment = experiment_type(algo).from_run_dir(
-                args.resume, total_steps=args.steps, console=console
+                args.resume, total_steps=args.steps, console=console, allow_code=args.allow_code
             )
         else:
             config = load_config(args.algo, args.config)
             config = config.with_overrides(game=args.game, total_steps=args.steps, seed=args.seed)
-            if not is_gym_id(config.game):
-                load_game(config.game)  # a wrong game fails here, before any worker starts
+            # A wrong game fails here, before any worker starts or any file is written.
+            if is_gym_id(config.game):
+                check_gym_id(config.game)
+            else:
+                load_game(config.game)
             if args.run_dir is not None and (args.run_dir / CONFIG_NAME).exists():
                 raise UsageError(
                     f"--run-dir {args.run_dir} already holds a run; continue it with "
                     f"--resume {args.run_dir} or choose another directory"
                 )
-            experiment = experiment_type(config.algo)(config, args.run_dir, console=console)
-        experiment.run()
-    except (ConfigError, RunError, CheckpointError) as exc:
+            experiment = experiment_type(config.algo)(
+                config, args.run_dir, console=console, allow_code=args.allow_code
+            )
+        with stop_on_signals(experiment):
+            experiment.run()
+    except RunFailed as exc:
+        print(f"oakemu-rl train: stopped: {exc}", file=sys.stderr)
+        return 1
+    except (ConfigError, RunError, CheckpointError, GymEnvError) as exc:
         raise UsageError(str(exc)) from None
     return 0
 

@@ -203,6 +203,13 @@ class DQNExperimentConfiguration(ExperimentConfiguration):
         default_factory=list, description="Reward shapers, applied in order."
     )
 
+    def code_references(self) -> list[str]:
+        refs = super().code_references()
+        for i, shaper in enumerate(self.reward_shaping):
+            if isinstance(shaper, CallableShaper):
+                refs.append(f"reward_shaping[{i}] calls {shaper.target!r}")
+        return refs
+
     @model_validator(mode="after")
     def _consistent(self) -> DQNExperimentConfiguration:
         self._check_shared()

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 import gymnasium as gym
 
 GYM_PREFIX = "gym:"
+
+
+class GymEnvError(ValueError):
+    """A Gymnasium env id that names no env, or an env that cannot be made."""
 
 
 class GymBackendEnv(gym.Wrapper[Any, Any, Any, Any]):
@@ -27,10 +32,11 @@ class GymBackendEnv(gym.Wrapper[Any, Any, Any, Any]):
     ) -> None:
         if env_id.startswith(GYM_PREFIX):
             env_id = env_id[len(GYM_PREFIX) :]
+        check_gym_id(GYM_PREFIX + env_id)
         try:
             env = gym.make(env_id, **make_kwargs)
         except gym.error.Error as exc:
-            raise ValueError(f"gym:{env_id}: cannot make this Gymnasium env: {exc}") from None
+            raise GymEnvError(f"gym:{env_id}: cannot make this Gymnasium env: {exc}") from None
         super().__init__(env)
         self.env_id = env_id
         self.terminated_outcome = terminated_outcome
@@ -78,3 +84,15 @@ class GymBackendEnv(gym.Wrapper[Any, Any, Any, Any]):
 
 def is_gym_id(game: object) -> bool:
     return isinstance(game, str) and game.startswith(GYM_PREFIX)
+
+
+def check_gym_id(game: str) -> None:
+    """GymEnvError unless `game` (``gym:<id>``) names a registered Gymnasium env. An id
+    with a module (``gym:package.module:Env-v0``) registers its env on import, so it is
+    checked when it is made (and only with code allowed: see `code_references`)."""
+    env_id = game[len(GYM_PREFIX) :] if game.startswith(GYM_PREFIX) else game
+    if ":" in env_id or env_id in gym.registry:
+        return
+    close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise GymEnvError(f"{game}: no Gymnasium env has this id{hint}")

@@ -4,9 +4,10 @@ evaluation, rollback, summary), for DQN and PPO alike."""
 from .algorithms import EXPERIMENTS
 from .dqn_experiment import DQNExperiment
 from .evaluation import evaluate_checkpoint, find_checkpoint
-from .experiment import Experiment
+from .experiment import Experiment, RunFailed
 from .ppo_experiment import PPOExperiment
 from .run_directory import RunError, read_algo
+from .stop_signals import stop_on_signals
 
 __all__ = [
     "EXPERIMENTS",
@@ -14,7 +15,9 @@ __all__ = [
     "Experiment",
     "PPOExperiment",
     "RunError",
+    "RunFailed",
     "evaluate_checkpoint",
     "find_checkpoint",
     "read_algo",
+    "stop_on_signals",
 ]

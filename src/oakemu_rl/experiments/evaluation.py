@@ -11,7 +11,7 @@ import yaml
 
 from ..dqn.tester import Tester
 from ..ppo.tester import PPOTester
-from ..runtime.checkpoints import MANIFEST, Checkpoint, CheckpointManager
+from ..runtime.checkpoints import MANIFEST, Checkpoint, CheckpointError, CheckpointManager
 from ..runtime.context import RuntimeContext
 from ..runtime.env_owner import EnvFactory, make_multi_env
 from ..runtime.state_adapter import CONFIG_FILE, MODEL_FILE
@@ -57,6 +57,7 @@ def evaluate_checkpoint(
     num_envs: int | None = None,
     backend: str | None = None,
     env_factory: EnvFactory | None = None,
+    allow_code: bool = False,
 ) -> EvaluationResult:
     """Play `episodes` episodes (default: the run's `tester.episodes`) with the learner
     weights of a checkpoint, on fresh envs.
@@ -73,13 +74,18 @@ def evaluate_checkpoint(
         num_envs: envs played at once (default: `tester.num_envs`).
         backend: 'process' or 'inline' (default: the run's `env.backend`).
         env_factory: builds the multi-env instead.
+        allow_code: run Python code the checkpoint's configuration names (refused by
+            default with CodeNotAllowedError; see `Experiment`).
     """
     if not isinstance(checkpoint, Checkpoint):
         checkpoint = find_checkpoint(checkpoint)
     if not checkpoint.has(CONFIG_FILE) or not checkpoint.has(MODEL_FILE):
         raise RunError(f"{checkpoint.path}: not a checkpoint of a run (no config.yaml or model.pt)")
     source = str(checkpoint.file(CONFIG_FILE))
-    data = yaml.safe_load(checkpoint.read_bytes(CONFIG_FILE))
+    try:
+        data = yaml.safe_load(checkpoint.read_bytes(CONFIG_FILE))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise CheckpointError(f"{source}: cannot be read: {exc}") from None
     algo = str(data.get("algo", "dqn")) if isinstance(data, dict) else "dqn"
     if algo not in EXPERIMENTS:
         raise RunError(f"{checkpoint.path}: unknown algo {algo!r} (expected dqn or ppo)")
@@ -89,6 +95,7 @@ def evaluate_checkpoint(
         raise PolicyOptionError("deterministic applies to PPO agents; a DQN agent plays greedily")
     experiment = EXPERIMENTS[algo]
     config = experiment.config_type.from_dict(data, source=source)
+    config.check_code_allowed(allow_code, source)
     episodes = episodes or config.tester.episodes
     data = config.model_dump(mode="json")
     data["tester"]["num_envs"] = max(1, min(episodes, num_envs or config.tester.num_envs))
@@ -106,7 +113,13 @@ def evaluate_checkpoint(
         device = resolve_device(config.device)
         shape = tuple(int(s) for s in env.observation_space.shape)
         model = experiment.build_model(config, shape, int(env.action_space.n)).to(device)
-        model.load_state_dict(checkpoint.load_torch(MODEL_FILE, map_location=device)["learner"])
+        weights = checkpoint.load_torch(MODEL_FILE, map_location=device)
+        try:
+            model.load_state_dict(weights["learner"])
+        except (KeyError, TypeError, RuntimeError) as exc:
+            raise CheckpointError(
+                f"{checkpoint.file(MODEL_FILE)}: does not hold this run's model: {exc}"
+            ) from None
         model.eval().requires_grad_(False)
         context: RuntimeContext[Any] = RuntimeContext(
             config=config, device=device, run_dir=checkpoint.path, seed=env_seed

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -33,6 +34,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import torch
 from torch import nn
 
+from ..envs.multi_env import MultiEnvError
 from ..runtime.actor import ActorBase
 from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointFile, CheckpointManager
 from ..runtime.config_base import ExperimentConfiguration
@@ -42,9 +44,10 @@ from ..runtime.metrics import ConsoleSink, MemorySink, MultiSink
 from ..runtime.protocols import LearnerRuntime
 from ..runtime.rollback import RollbackController
 from ..runtime.state_adapter import RestoreMetadata, StateAdapterBase
-from ..runtime.tester import EvaluationResult, TesterBase
+from ..runtime.tester import EvaluationAborted, EvaluationResult, TesterBase
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .run_directory import (
+    CONFIG_NAME,
     SUMMARY_NAME,
     jsonable,
     load_run_config,
@@ -59,6 +62,16 @@ ExperimentT = TypeVar("ExperimentT", bound="Experiment[Any]")
 
 ROLLBACK_FILE = "rollback.json"
 """The rollback controller's state in a checkpoint (counts, learning-rate scale, history)."""
+
+
+class RunFailed(RuntimeError):
+    """The run stopped on a fault it could not train through (env workers that keep
+    failing, a checkpoint that cannot be written) after writing what it could: the final
+    checkpoint when possible, and the summary (`summary`)."""
+
+    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.summary = summary
 
 
 class Learner(LearnerRuntime, Protocol):
@@ -90,6 +103,9 @@ class Experiment(ABC, Generic[ConfigT]):
         env_factory: builds the training multi-env (default: from the config).
         tester_env_factory: builds the tester's multi-env (default: from the config).
         print_fn: where the run's messages go.
+        allow_code: run Python code that the configuration names (a callable reward
+            shaper, a Gymnasium id with a module); refused by default (CodeNotAllowedError),
+            since a config file or a run directory may come from anyone.
     """
 
     algo: ClassVar[str]
@@ -131,7 +147,10 @@ class Experiment(ABC, Generic[ConfigT]):
         env_factory: EnvFactory | None = None,
         tester_env_factory: EnvFactory | None = None,
         print_fn: Callable[[str], None] | None = None,
+        allow_code: bool = False,
     ) -> None:
+        source = f"{Path(run_dir) / CONFIG_NAME}" if resume and run_dir is not None else None
+        config.check_code_allowed(allow_code, source or "the configuration")
         self.config = config
         self.run_dir = (
             Path(run_dir)
@@ -153,6 +172,9 @@ class Experiment(ABC, Generic[ConfigT]):
         self._last_point_step = 0
         self._elapsed_before = 0.0
         self._session_start = time.monotonic()
+        self._stop_request: str | None = None
+        self._fault: str | None = None
+        self._final_phase = False
 
     @classmethod
     def from_run_dir(
@@ -210,8 +232,27 @@ class Experiment(ABC, Generic[ConfigT]):
         restore the newest checkpoint when resuming."""
         if self._built:
             return
-        config = self.config
+        created = not self.resume and not self.run_dir.exists()
         checkpoint = self._open_run()
+        try:
+            self._build_parts(checkpoint)
+        except BaseException:
+            self._release()
+            if not self.resume:
+                self._discard_new_run(created)
+            raise
+        self._built = True
+
+    def _discard_new_run(self, created: bool) -> None:
+        """A new run that could not start leaves nothing behind that would block a retry."""
+        if created:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            return
+        (self.run_dir / CONFIG_NAME).unlink(missing_ok=True)
+        shutil.rmtree(self.tensorboard_dir, ignore_errors=True)
+
+    def _build_parts(self, checkpoint: Checkpoint | None) -> None:
+        config = self.config
         device = self.context.device
         env = (self._env_factory or (lambda: make_multi_env(config)))()
         self.env = env
@@ -261,7 +302,6 @@ class Experiment(ABC, Generic[ConfigT]):
         )
         if checkpoint is not None:
             self._restore(checkpoint)
-        self._built = True
 
     def _open_run(self) -> Checkpoint | None:
         """Open the run directory, its sinks and the seeded runtime context; returns the
@@ -289,7 +329,15 @@ class Experiment(ABC, Generic[ConfigT]):
         return opened.resume_from
 
     def _restore(self, checkpoint: Checkpoint) -> None:
-        meta = self.adapter.restore_full(checkpoint)
+        try:
+            meta = self.adapter.restore_full(checkpoint)
+        except CheckpointError:
+            raise
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise CheckpointError(
+                f"{checkpoint.path}: cannot be restored into this run ({type(exc).__name__}: "
+                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''})"
+            ) from None
         self.restored = meta
         self._elapsed_before = meta.elapsed_time
         self._last_checkpoint_step = self._last_point_step = meta.step
@@ -329,7 +377,32 @@ class Experiment(ABC, Generic[ConfigT]):
 
     def save_checkpoint(self, step: int, score: float | None = None) -> Checkpoint | None:
         """Write a checkpoint of the current state (at a schedule point or when stopped);
-        none once automatic rollback has given up (training broke down)."""
+        none once automatic rollback has given up (training broke down). A write that
+        fails (a full disk) is reported, leaves the previous checkpoints intact and, as
+        `checkpoint.on_write_error` says, stops the run or lets it go on."""
+        try:
+            return self._write_checkpoint(step, score)
+        except OSError as exc:
+            self._on_checkpoint_error(step, exc)
+            return None
+
+    def _on_checkpoint_error(self, step: int, exc: OSError) -> None:
+        latest = self.checkpoints.latest()
+        kept = f"{latest.path.name} is intact" if latest else "there is no earlier checkpoint"
+        where = f" ({exc.filename})" if exc.filename else ""
+        message = f"checkpoint at step {step:,} not written: {exc.strerror or exc}{where}; {kept}"
+        self.metrics.scalar("faults/checkpoint_write_errors", 1.0, step)
+        if self.config.checkpoint.on_write_error == "stop" and not self._final_phase:
+            self._fault = self._fault or message
+            self._message(f"{message}; stopping (checkpoint.on_write_error: stop)")
+            self.context.request_stop(f"checkpoint write failed at step {step:,}")
+        elif self._final_phase:
+            self._fault = self._fault or message
+            self._message(message)
+        else:
+            self._message(f"{message}; training goes on (checkpoint.on_write_error: continue)")
+
+    def _write_checkpoint(self, step: int, score: float | None) -> Checkpoint | None:
         with self._consistent_checkpoint(step):
             if self.rollback.gave_up:
                 return None
@@ -388,9 +461,25 @@ class Experiment(ABC, Generic[ConfigT]):
         else:
             self._print(text)
 
+    def request_stop(self, reason: str) -> None:
+        """Ask the run to stop cleanly, as Ctrl-C does: the step finishes, the final
+        checkpoint and the summary are written, and there is no final evaluation.
+
+        Safe to call from a signal handler or any thread: it only sets a flag that the run
+        loop reads (four times a second); an evaluation of the final phase is cut short.
+        """
+        if self._stop_request is None:
+            self._stop_request = reason
+        if self._final_phase and self._built:
+            self.tester.abort()
+
     def run(self) -> dict[str, Any]:
-        """Train until the step budget, a time limit, an early stop or Ctrl-C; returns the
-        summary (also written to `summary.json`)."""
+        """Train until the step budget, a time limit, an early stop, `request_stop` or
+        Ctrl-C; returns the summary (also written to `summary.json`).
+
+        Raises:
+            RunFailed: the run stopped on a fault (after its final checkpoint and summary).
+        """
         self.build()
         try:
             return self._run()
@@ -417,6 +506,8 @@ class Experiment(ABC, Generic[ConfigT]):
         try:
             while actor_thread.is_alive():
                 actor_thread.join(0.25)
+                if self._stop_request is not None:
+                    context.request_stop(self._stop_request)
                 if self.console is not None:
                     self.console.update(actor.steps)
                 limit = config.max_time_s
@@ -426,6 +517,10 @@ class Experiment(ABC, Generic[ConfigT]):
             interrupted = True
             context.request_stop("interrupted")
             actor_thread.join()
+        self._final_phase = True
+        if self._stop_request is not None:
+            interrupted = True
+            context.request_stop(self._stop_request)
         if not context.stopping:
             self._finish_budget()
         session_time = time.monotonic() - self._session_start
@@ -435,21 +530,44 @@ class Experiment(ABC, Generic[ConfigT]):
         if self.learner.running:
             self._print("warning: the learner thread did not stop")
         self.tester.stop(abort=True)
-        errors = context.errors
-        if errors:
-            raise RuntimeError(f"the run failed: {errors[0]!r}") from errors[0]
+        self._check_errors(context.errors)
         reason = context.stop_reason or "step budget reached"
         if self._last_checkpoint_step != actor.steps and not self.rollback.gave_up:
             self.save_checkpoint(actor.steps)
         final: EvaluationResult | None = None
-        if config.tester.enabled and not interrupted:
+        if config.tester.enabled and not interrupted and self._fault is None:
             self.tester.sync_from_learner()
-            final = self.tester.evaluate(config.tester.final_episodes, step=actor.steps)
-            self._record_final_evaluation(final, actor.steps)
+            with contextlib.suppress(EvaluationAborted):
+                final = self.tester.evaluate(config.tester.final_episodes, step=actor.steps)
+                self._record_final_evaluation(final, actor.steps)
         self.summary = self._summary(reason, baseline, final, start_steps, session_time)
-        write_atomic(self.run_dir / SUMMARY_NAME, json.dumps(jsonable(self.summary), indent=2))
+        try:
+            write_atomic(self.run_dir / SUMMARY_NAME, json.dumps(jsonable(self.summary), indent=2))
+        except OSError as exc:
+            self._fault = self._fault or f"summary.json not written: {exc}"
+            self._print(f"summary.json not written: {exc}")
         self._report(reason, baseline, final)
+        if self._fault is not None:
+            raise RunFailed(self._fault, self.summary)
         return self.summary
+
+    def _check_errors(self, errors: list[BaseException]) -> None:
+        """Env worker faults beyond what restarts can mend stop the run cleanly (it goes on
+        to its final checkpoint and summary); any other error fails it at once."""
+        if not errors:
+            return
+        if not all(isinstance(e, MultiEnvError) for e in errors):
+            error = next(e for e in errors if not isinstance(e, MultiEnvError))
+            raise RuntimeError(f"the run failed: {error!r}") from error
+        error = errors[0]
+        assert isinstance(error, MultiEnvError)
+        first, _, _ = str(error).partition("\n")
+        cause = ""
+        if error.worker_traceback:
+            cause = "; the error: " + error.worker_traceback.strip().rsplit("\n", 1)[-1]
+        self._fault = f"the env workers of {self.config.game} failed: {first}{cause}"
+        self._message(f"stopping: {self._fault}")
+        self.context.request_stop(f"env worker fault ({first})")
 
     def _run_actor(self) -> None:
         try:
@@ -534,6 +652,8 @@ class Experiment(ABC, Generic[ConfigT]):
                 "best": str(best.path) if best else None,
             },
             "torch_threads": self.torch_threads,
+            "worker_restarts": actor.worker_restarts,
+            "fault": self._fault,
         } | self._summary_extra()
 
     def _report(
@@ -565,12 +685,21 @@ class Experiment(ABC, Generic[ConfigT]):
 
     def close(self) -> None:
         """Stop the threads and release the envs and sinks (idempotent)."""
-        if not self._built:
-            return
-        self.context.request_stop()
-        self._stop_algorithm()
-        self.learner.join(10)
-        self.tester.close()
-        with contextlib.suppress(Exception):
-            self.env.close()
-        self.metrics.close()
+        if self._built:
+            self._release()
+
+    def _release(self) -> None:
+        """Stop and release whatever has been built so far."""
+        context = getattr(self, "context", None)
+        if context is not None:
+            context.request_stop()
+        if hasattr(self, "learner"):
+            self._stop_algorithm()
+            self.learner.join(10)
+        if hasattr(self, "tester"):
+            self.tester.close()
+        if hasattr(self, "env"):
+            with contextlib.suppress(Exception):
+                self.env.close()
+        if hasattr(self, "metrics"):
+            self.metrics.close()

@@ -135,6 +135,12 @@ def open_run_directory(
         checkpoint = checkpoints.latest()
         if checkpoint is None:
             raise RunError(f"--resume: {run_dir} has no valid checkpoint to resume from")
+        if checkpoint.step >= config.total_steps:
+            raise RunError(
+                f"--resume: {run_dir} is at step {checkpoint.step:,} already, and its budget "
+                f"is {config.total_steps:,} steps; give --steps above {checkpoint.step:,} to "
+                "train further (oakemu-rl evaluate scores it as it is)"
+            )
     run_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(run_dir / CONFIG_NAME, config.to_yaml())
     sinks: list[MetricsSink] = [memory]

@@ -85,6 +85,7 @@ class ActorBase(ABC, Generic[C, E]):
         self._restart_pool = RestartPool(pool.capacity) if pool.enabled else None
         self._restart_rng = context.spawn_rng("restart_pool")
         self._restarted_episodes = 0
+        self._worker_restarts = 0  # by the multi-envs of earlier `run` calls and sessions
         self._inference: InferenceBatch[E] = InferenceBatch(num_envs)
         self._steps = 0
         self._started = False
@@ -122,6 +123,12 @@ class ActorBase(ABC, Generic[C, E]):
     def result_queue_depth(self) -> int:
         """Get the current depth of the underlying environment result queue."""
         return self._envs.result_queue_depth
+
+    @property
+    def worker_restarts(self) -> int:
+        """Get how many env worker processes were restarted after a fault, over the run."""
+        env = self._envs.env
+        return self._worker_restarts + (env.worker_restarts if env is not None else 0)
 
     @property
     def trajectory_runtime(self) -> TrajectoryEpisodeCoordinator:
@@ -166,6 +173,7 @@ class ActorBase(ABC, Generic[C, E]):
             self._after_loop()
         finally:
             self._on_run_end()
+            self._worker_restarts = self.worker_restarts
             self._envs.close()
             self._started = False
 
@@ -356,6 +364,7 @@ class ActorBase(ABC, Generic[C, E]):
         scalars = {
             "perf/env_steps_per_s": self.env_steps_per_s,
             "queue/result_depth": float(self.result_queue_depth),
+            "faults/worker_restarts": float(self.worker_restarts),
         }
         if self._restart_pool is not None:
             episodes = max(1, self.total_episodes)
@@ -379,7 +388,11 @@ class ActorBase(ABC, Generic[C, E]):
             episode_metrics=self.episode_metrics.state_dict(),
             trajectory=self._trajectory_runtime.state_dict(),
             rng_states=rng_states,
-            extra={"restarted_episodes": self._restarted_episodes} | self._extra_state(),
+            extra={
+                "restarted_episodes": self._restarted_episodes,
+                "worker_restarts": self.worker_restarts,
+            }
+            | self._extra_state(),
         )
 
     def restore_runtime_state(self, state: ActorRuntimeState) -> None:
@@ -399,6 +412,7 @@ class ActorBase(ABC, Generic[C, E]):
         if rngs.get("restart"):
             self._restart_rng.bit_generator.state = rngs["restart"]
         self._restarted_episodes = int(state.extra.get("restarted_episodes", 0))
+        self._worker_restarts = int(state.extra.get("worker_restarts", 0))
         self._restore_extra(state)
 
     def _extra_rng_states(self) -> dict[str, Any]:

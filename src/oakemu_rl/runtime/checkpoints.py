@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import os
+import pickle
 import shutil
 import threading
 import time
@@ -152,14 +153,39 @@ class Checkpoint:
         return self.file(name).read_bytes()
 
     def read_json(self, name: str) -> Any:
-        return json.loads(self.read_bytes(name))
+        try:
+            return json.loads(self.read_bytes(name))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise CheckpointError(f"{self.path / name}: not valid JSON: {exc}") from None
 
     def load_torch(self, name: str, map_location: str | torch.device = "cpu") -> Any:
-        return torch.load(self.file(name), map_location=map_location, weights_only=True)
+        """Tensors and plain values only (``weights_only``): a pickle that would build
+        any other object, and so could run code, is refused with CheckpointError."""
+        try:
+            return torch.load(self.file(name), map_location=map_location, weights_only=True)
+        except pickle.UnpicklingError as exc:
+            raise CheckpointError(
+                f"{self.path / name}: refused: it holds objects other than tensors and plain "
+                f"values, which loading could run code for ({_first_line(exc)})"
+            ) from None
+        except CheckpointError:
+            raise
+        except Exception as exc:  # torch raises many kinds on bytes that are not a checkpoint
+            raise CheckpointError(
+                f"{self.path / name}: cannot be loaded ({type(exc).__name__}: {_first_line(exc)})"
+            ) from None
 
     def load_numpy(self, name: str) -> dict[str, npt.NDArray[Any]]:
-        with np.load(self.file(name), allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
+        """Arrays only (``allow_pickle=False``); anything else is a CheckpointError."""
+        try:
+            with np.load(self.file(name), allow_pickle=False) as data:
+                return {key: data[key] for key in data.files}
+        except CheckpointError:
+            raise
+        except Exception as exc:  # a zip that is not, an object array, a truncated member
+            raise CheckpointError(
+                f"{self.path / name}: cannot be loaded ({type(exc).__name__}: {_first_line(exc)})"
+            ) from None
 
 
 class CheckpointManager:
@@ -335,6 +361,10 @@ class CheckpointManager:
                 shutil.rmtree(checkpoint.path, ignore_errors=True)
         for leftover in self.root.glob(".tmp-*"):
             shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().split("\n", 1)[0]
 
 
 def _finite(value: Any) -> bool:

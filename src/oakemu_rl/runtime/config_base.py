@@ -34,6 +34,10 @@ class ConfigError(ValueError):
     """A configuration file or value is wrong; the message names the file and the field."""
 
 
+class CodeNotAllowedError(ConfigError):
+    """A configuration names Python code to import and run, and running it was not allowed."""
+
+
 def format_validation_error(exc: ValidationError, source: str) -> str:
     """One message per problem: `<source>: <field.path>: <message>`."""
     lines = []
@@ -97,6 +101,30 @@ class EnvSettings(ConfigSection):
         description="How long a worker may hold finished results while it has more commands "
         "queued, to send them in one message (fewer wake-ups of the actor; 0: send each at once).",
     )
+    restart_workers: bool = Field(
+        True,
+        description="Restart a worker process that crashes, is killed or hangs; the episodes "
+        "it held end as truncated and training goes on (false: the run stops at once).",
+    )
+    max_restarts_per_minute: int = Field(
+        10,
+        ge=0,
+        description="More worker restarts than this within a minute stop the run cleanly "
+        "(final checkpoint and summary): the game fails every time, not by accident.",
+    )
+    restart_backoff_s: float = Field(
+        0.5,
+        ge=0,
+        le=60,
+        description="Wait before restarting a worker that died again before answering "
+        "anything; doubles with each death in a row, up to 5 s.",
+    )
+    worker_timeout_s: float | None = Field(
+        60.0,
+        gt=0,
+        description="A worker that holds commands and answers nothing for this long (hung, "
+        "or stopped) is killed and restarted (null: wait for ever).",
+    )
 
 
 class TesterSettings(ConfigSection):
@@ -124,6 +152,12 @@ class CheckpointSettings(ConfigSection):
     keep_last: int = Field(3, ge=1, description="Newest checkpoints kept.")
     keep_best: int = Field(
         1, ge=0, description="Best checkpoints (by evaluation mean return) kept besides."
+    )
+    on_write_error: Literal["stop", "continue"] = Field(
+        "stop",
+        description="When a checkpoint cannot be written (a full disk, a lost mount): 'stop' "
+        "ends the run cleanly, 'continue' trains on and tries again at the next checkpoint. "
+        "Either way the previous checkpoint stays intact and the error is reported.",
     )
 
 
@@ -205,6 +239,27 @@ class ExperimentConfiguration(ConfigSection):
             raise ValueError(
                 f"restart_pool.enabled: {self.game} is a Gymnasium env, which has no machine "
                 "state to save; restart pools need an OakEmu game"
+            )
+
+    def code_references(self) -> list[str]:
+        """The settings that would import and run Python code named in the configuration
+        (a Gymnasium id with a module, ``gym:package.module:Env-v0``; algorithms add theirs)."""
+        refs = []
+        if self.game.startswith("gym:") and ":" in self.game[len("gym:") :]:
+            module = self.game[len("gym:") :].split(":", 1)[0]
+            refs.append(f"game {self.game!r} imports the module {module!r}")
+        return refs
+
+    def check_code_allowed(self, allow_code: bool, source: str = "the configuration") -> None:
+        """Raise CodeNotAllowedError when the configuration names code and `allow_code` is
+        false: a config file or a run directory written by someone else must not run code
+        on this machine unless its user says so."""
+        refs = self.code_references()
+        if refs and not allow_code:
+            raise CodeNotAllowedError(
+                f"{source} would run Python code it names: {'; '.join(refs)}. Code named in a "
+                "configuration runs only when you allow it: add --allow-code if you trust "
+                "where it came from (in Python: allow_code=True)"
             )
 
     @classmethod

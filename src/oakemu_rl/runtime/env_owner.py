@@ -29,6 +29,10 @@ def make_multi_env(
         observation_config=env.observation,
         worker_nice=env.worker_nice,
         batch_latency=env.batch_latency_s,
+        restart_workers=env.restart_workers,
+        max_restarts_per_minute=env.max_restarts_per_minute,
+        restart_backoff=env.restart_backoff_s,
+        worker_timeout=env.worker_timeout_s,
     )
 
 

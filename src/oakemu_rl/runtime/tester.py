@@ -203,6 +203,10 @@ class TesterBase(ABC, Generic[C]):
                         state.begin_episode(result.observation, result.info)
                         self._choose(env, state)
                         continue
+                    if result.info.get("worker_lost"):
+                        # Lost with its worker, not played out: it does not count; replay it.
+                        self.lifecycle.request_reset(env, state)
+                        continue
                     self.lifecycle.on_step(state, result, float(result.reward))
                     ended = result.terminated or result.truncated
                     if ended or state.episode_length >= max_episode_steps:
@@ -302,6 +306,11 @@ class TesterBase(ABC, Generic[C]):
             self._thread.join(timeout)
             self._thread = None
         self._abort.clear()
+
+    def abort(self) -> None:
+        """Cut the evaluation in progress short (it raises EvaluationAborted); safe from a
+        signal handler."""
+        self._abort.set()
 
     def close(self) -> None:
         """Stop the thread and close the envs."""
