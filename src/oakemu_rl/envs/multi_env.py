@@ -925,9 +925,10 @@ class OakEmuMultiEnv:
         while times and times[0] <= now - 60.0:
             times.popleft()
         if len(times) >= self.max_restarts_per_minute:
+            first, newline, rest = message.partition("\n")
             self._failure = MultiEnvError(
-                f"{message}\n(no more restarts: {len(times)} restarts in the last minute, "
-                f"the limit is max_restarts_per_minute={self.max_restarts_per_minute})",
+                f"{first} (no more restarts: {len(times)} restarts in the last minute, the "
+                f"limit is max_restarts_per_minute={self.max_restarts_per_minute}){newline}{rest}",
                 w.env_ids,
                 w.index,
                 tb,

@@ -55,6 +55,7 @@ from .run_directory import (
     open_run_directory,
     write_atomic,
 )
+from .stop_signals import RunAborted
 from .torch_setup import build_optimizer, configure_torch_threads, resolve_device
 
 ConfigT = TypeVar("ConfigT", bound=ExperimentConfiguration)
@@ -501,11 +502,15 @@ class Experiment(ABC, Generic[ConfigT]):
         self.learner.start()
         if config.tester.enabled:
             self.tester.start()
-        actor_thread = threading.Thread(target=self._run_actor, name="actor", daemon=True)
+        # An event, not Thread.join: a KeyboardInterrupt that lands inside join() can leave
+        # the thread marked finished while it still runs.
+        actor_done = threading.Event()
+        actor_thread = threading.Thread(
+            target=self._run_actor, args=(actor_done,), name="actor", daemon=True
+        )
         actor_thread.start()
         try:
-            while actor_thread.is_alive():
-                actor_thread.join(0.25)
+            while not actor_done.wait(0.25):
                 if self._stop_request is not None:
                     context.request_stop(self._stop_request)
                 if self.console is not None:
@@ -513,10 +518,12 @@ class Experiment(ABC, Generic[ConfigT]):
                 limit = config.max_time_s
                 if limit is not None and time.monotonic() - self._session_start > limit:
                     context.request_stop(f"time limit of {limit:g} s")
+        except RunAborted:
+            raise
         except KeyboardInterrupt:
             interrupted = True
             context.request_stop("interrupted")
-            actor_thread.join()
+            actor_done.wait()
         self._final_phase = True
         if self._stop_request is not None:
             interrupted = True
@@ -569,11 +576,13 @@ class Experiment(ABC, Generic[ConfigT]):
         self._message(f"stopping: {self._fault}")
         self.context.request_stop(f"env worker fault ({first})")
 
-    def _run_actor(self) -> None:
+    def _run_actor(self, done: threading.Event) -> None:
         try:
             self.actor.run()
         except BaseException as exc:
             self.context.report_error(exc)
+        finally:
+            done.set()
 
     def _baseline(self) -> EvaluationResult | None:
         """The random policy's evaluation: played now for a new run, read back for a

@@ -132,6 +132,8 @@ def open_run_directory(
     )
     checkpoint: Checkpoint | None = None
     if resume:
+        for note in checkpoints.recover():
+            print_fn(f"checkpoints: {note}")
         checkpoint = checkpoints.latest()
         if checkpoint is None:
             raise RunError(f"--resume: {run_dir} has no valid checkpoint to resume from")

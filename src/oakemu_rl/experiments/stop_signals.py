@@ -24,10 +24,14 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any, Protocol
 
-__all__ = ["stop_on_signals"]
+__all__ = ["RunAborted", "stop_on_signals"]
 
 ABORT_AT = 3
 """The SIGINT that aborts instead of stopping cleanly."""
+
+
+class RunAborted(KeyboardInterrupt):
+    """The user pressed Ctrl-C a third time: leave now, without a final checkpoint."""
 
 
 class Stoppable(Protocol):
@@ -41,9 +45,13 @@ def _say(text: str) -> None:
 
 
 @contextlib.contextmanager
-def stop_on_signals(run: Stoppable) -> Iterator[None]:
+def stop_on_signals(run: Stoppable, *, restore: bool = True) -> Iterator[None]:
     """SIGINT and SIGTERM ask `run` to stop; the third SIGINT raises KeyboardInterrupt.
 
+    With ``restore=False`` the signals are ignored after the block instead: for a program
+    that exits right after the run (the CLI), so that a signal arriving while the
+    interpreter shuts down (Python puts its own handlers back to the default then) does not
+    kill it with the summary already written and report a failure.
     Does nothing off the main thread (Python delivers signals to the main thread only).
     """
     if threading.current_thread() is not threading.main_thread():
@@ -57,7 +65,7 @@ def stop_on_signals(run: Stoppable) -> Iterator[None]:
         name = signal.Signals(signum).name
         if signum == signal.SIGINT and count >= ABORT_AT:
             _say(f"{name} again: aborting without a final checkpoint (the newest one is kept)")
-            raise KeyboardInterrupt
+            raise RunAborted
         # request_stop only sets a flag that the run loop reads: safe in a handler.
         run.request_stop(f"stopped by {name}")
         if count == 1:
@@ -75,4 +83,4 @@ def stop_on_signals(run: Stoppable) -> Iterator[None]:
         yield
     finally:
         for stop_signal, handler in previous.items():
-            signal.signal(stop_signal, handler)
+            signal.signal(stop_signal, handler if restore else signal.SIG_IGN)

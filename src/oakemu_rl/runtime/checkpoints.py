@@ -164,9 +164,14 @@ class Checkpoint:
         try:
             return torch.load(self.file(name), map_location=map_location, weights_only=True)
         except pickle.UnpicklingError as exc:
+            detail = _unpickling_detail(exc)
+            if "GLOBAL" in detail:
+                raise CheckpointError(
+                    f"{self.path / name}: refused: it names objects other than tensors and "
+                    f"plain values, and building them could run code ({detail})"
+                ) from None
             raise CheckpointError(
-                f"{self.path / name}: refused: it holds objects other than tensors and plain "
-                f"values, which loading could run code for ({_first_line(exc)})"
+                f"{self.path / name}: cannot be loaded (not a checkpoint file: {detail})"
             ) from None
         except CheckpointError:
             raise
@@ -280,6 +285,30 @@ class CheckpointManager:
         self.prune()
         return Checkpoint(final, manifest)
 
+    def recover(self) -> list[str]:
+        """Clean up after a process killed in the middle of a save; returns what was done.
+
+        A kill before the final rename leaves a `.tmp-*` directory: a partial checkpoint,
+        removed. A kill while an existing checkpoint of the same step was being replaced
+        leaves it renamed `.old-*` with no checkpoint under its real name: it is put back.
+        """
+        notes: list[str] = []
+        with self._lock:
+            if not self.root.is_dir():
+                return notes
+            for old in sorted(self.root.glob(".old-step_*")):
+                name = old.name[len(".old-") :].rsplit("-", 1)[0]
+                final = self.root / name
+                if final.exists():
+                    shutil.rmtree(old, ignore_errors=True)
+                else:
+                    os.rename(old, final)
+                    notes.append(f"put back {name}, whose replacement was interrupted")
+            for partial in sorted(self.root.glob(".tmp-*")):
+                shutil.rmtree(partial, ignore_errors=True)
+                notes.append(f"removed {partial.name}, a checkpoint whose write was interrupted")
+        return notes
+
     def set_score(self, step: int, score: float) -> Checkpoint | None:
         """Give the checkpoint of `step` a score (rewriting its manifest atomically)."""
         with self._lock:
@@ -361,6 +390,15 @@ class CheckpointManager:
                 shutil.rmtree(checkpoint.path, ignore_errors=True)
         for leftover in self.root.glob(".tmp-*"):
             shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _unpickling_detail(exc: BaseException) -> str:
+    """The line of torch's weights-only error that says what was wrong (not its advice)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if "GLOBAL" in line or line.startswith("Unsupported"):
+            return line
+    return lines[0] if lines else type(exc).__name__
 
 
 def _first_line(exc: BaseException) -> str:
