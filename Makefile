@@ -4,7 +4,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: train test lint venv clean games
+.PHONY: train test lint fuzz venv clean games
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
@@ -22,6 +22,9 @@ train: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q
+
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(VENV)/bin/python -m pytest -q tests/test_fuzz.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
