@@ -466,3 +466,41 @@ def test_kill_9_in_the_middle_of_training_resumes_from_the_last_complete_checkpo
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["resumed_from_step"] == latest.step
     assert summary["steps"] == latest.step + 1024
+
+
+# -- every CLI mistake: one line naming what is wrong, exit code 2 ---------------------------
+
+
+def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from oakemu_rl.cli.main import main
+
+    try:
+        code = main(args)
+    except SystemExit as exit_:  # argparse's own errors
+        code = int(exit_.code or 0)
+    return code, capsys.readouterr().err
+
+
+def test_cli_mistakes_get_a_message_naming_what_is_wrong(
+    finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "shots.png").write_bytes(b"a picture")
+    (tmp_path / "game.sna").write_bytes(bytes([0xF3, 0xFF, 0x00]) * 100)
+    undecodable = copy_run(finished_run, tmp_path / "undecodable")
+    replace_model(CheckpointManager(undecodable / "checkpoints").list()[-1].path, b"\x80\x04K")
+    cases = [
+        (["inspect", "catch", "--height", "0"], "argument --height: must be 8-192, got 0"),
+        (["inspect", "catch", "--seed", "-1"], "argument --seed: must be 0 or more, got -1"),
+        (["inspect", "catch", "--out", str(tmp_path / "shots.png")], "shots.png: is a file"),
+        (["train", "--config", str(tmp_path / "game.sna")], "game.sna: cannot be read"),
+        (["train", "--game", "gym:NoSuchEnv-v9"], "gym:NoSuchEnv-v9: no Gymnasium env"),
+        (["evaluate", str(undecodable)], "model.pt: cannot be loaded"),
+        (["train", "--resume", str(finished_run), "--steps", "512"], "is at step 1,024 already"),
+        (["train", "--resume", str(tmp_path / "nowhere")], "nowhere is not a directory"),
+    ]
+    for args, expected in cases:
+        code, err = cli(args, capsys)
+        assert code == 2, (args, err)
+        assert expected in err, (args, err)
+        assert "Traceback" not in err
+    assert not (tmp_path / "runs").exists()

@@ -21,6 +21,7 @@ import shutil
 import threading
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,8 +162,13 @@ class Checkpoint:
     def load_torch(self, name: str, map_location: str | torch.device = "cpu") -> Any:
         """Tensors and plain values only (``weights_only``): a pickle that would build
         any other object, and so could run code, is refused with CheckpointError."""
+        path = self.file(name)
+        if not zipfile.is_zipfile(path):  # torch.save writes a zip archive
+            raise CheckpointError(
+                f"{path}: cannot be loaded (not a checkpoint file: not a zip archive)"
+            )
         try:
-            return torch.load(self.file(name), map_location=map_location, weights_only=True)
+            return torch.load(path, map_location=map_location, weights_only=True)
         except pickle.UnpicklingError as exc:
             detail = _unpickling_detail(exc)
             if "GLOBAL" in detail:
