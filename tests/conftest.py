@@ -2,29 +2,27 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import os
-
 import pytest
 import yaml
 from hypothesis import settings
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from oakemu_rl.emulator import save_snapshot
+from z80_programs import RESULTS, counter_with_routine, snapshot_48k
 
 # Fuzzing profiles (tests/test_fuzz.py): a quick pass in every test run, a long one with
 # `make fuzz`. No deadline: a slow example on a busy machine is not a bug; a hang is
 # caught by the test's timeout.
 settings.register_profile("ci", max_examples=150, deadline=None)
 settings.register_profile("fuzz", max_examples=20_000, deadline=None)
-settings.register_profile("fuzz-short", max_examples=3_000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from oakemu_rl.emulator import save_snapshot
-from z80_programs import RESULTS, counter_with_routine, snapshot_48k
 
 
 def counter_game_spec(snapshot: str = "counter.sna") -> dict[str, Any]:

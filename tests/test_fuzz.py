@@ -92,7 +92,9 @@ def _check_snapshot_bytes(suffix: str, data: bytes) -> None:
 @pytest.mark.parametrize("suffix", sorted(VALID))
 @settings(suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_a_mutated_snapshot_reads_or_raises_snapshot_error(suffix: str, data: st.DataObject) -> None:
+def test_a_mutated_snapshot_reads_or_raises_snapshot_error(
+    suffix: str, data: st.DataObject
+) -> None:
     _check_snapshot_bytes(suffix, data.draw(mutated(VALID[suffix])))
 
 
@@ -179,7 +181,5 @@ def test_a_mutated_game_yaml_loads_or_raises_game_definition_error(
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.text(max_size=2_000))
-def test_random_text_as_a_game_yaml_raises_game_definition_error(
-    tmp_path: Path, text: str
-) -> None:
+def test_random_text_as_a_game_yaml_raises_game_definition_error(tmp_path: Path, text: str) -> None:
     _check_game_yaml(tmp_path, text)

@@ -544,7 +544,7 @@ def test_a_stopped_worker_without_restarts_is_a_clear_error() -> None:
         pid = envs.worker_pids[0]
         os.kill(pid, signal.SIGSTOP)
         envs.submit(0, 1)
-        with pytest.raises(MultiEnvError, match="did not answer within 0.5 s and was killed"):
+        with pytest.raises(MultiEnvError, match=r"did not answer within 0\.5 s and was killed"):
             drain(envs, timeout=10)
 
 
