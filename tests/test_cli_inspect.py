@@ -64,7 +64,7 @@ def test_unknown_game_and_bad_flag(tmp_path: Path) -> None:
     result = run_cli("inspect", "no_such_game")
     assert result.returncode == 2 and "no bundled game of that name" in result.stderr
     result = run_cli("inspect", "catch", "--steps", "-3", "--out", str(tmp_path))
-    assert result.returncode == 2 and "--steps must be 0 or more" in result.stderr
+    assert result.returncode == 2 and "argument --steps: must be 0 or more, got -3" in result.stderr
     assert "Traceback" not in result.stderr
 
 

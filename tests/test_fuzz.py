@@ -115,13 +115,15 @@ scalars = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=20),
 )
-values = st.recursive(
-    scalars,
-    lambda children: st.one_of(
-        st.lists(children, max_size=4), st.dictionaries(st.text(max_size=10), children, max_size=4)
-    ),
-    max_leaves=12,
-)
+
+
+def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(children, max_size=4) | st.dictionaries(
+        st.text(max_size=10), children, max_size=4
+    )
+
+
+values = st.recursive(scalars, _containers, max_leaves=12)
 
 
 def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

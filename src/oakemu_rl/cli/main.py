@@ -23,8 +23,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command `argv` (default: the program's own arguments, ``sys.argv``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Called with no argv, main runs as the program and may settle process-wide matters
+    # (signal dispositions) for the rest of the process's life; called with an argv (from a
+    # script or a test), it leaves the process as it found it.
+    args.as_program = argv is None
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2

@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
             experiment = experiment_type(config.algo)(
                 config, args.run_dir, console=console, allow_code=args.allow_code
             )
-        with stop_on_signals(experiment, restore=False):
+        with stop_on_signals(experiment, restore=not args.as_program):
             experiment.run()
     except RunFailed as exc:
         print(f"oakemu-rl train: stopped: {exc}", file=sys.stderr)
