@@ -22,7 +22,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from oakemu_rl.envs import OakEmuMultiEnv
 from oakemu_rl.envs.gym_backend import GymBackendEnv
-from oakemu_rl.experiments import EXPERIMENTS, Experiment, RunFailed
+from oakemu_rl.experiments import EXPERIMENTS, Experiment, RunFailed, stop_on_signals
+from oakemu_rl.experiments.stop_signals import RunAborted
 from oakemu_rl.runtime.checkpoints import CheckpointManager
 from oakemu_rl.runtime.config_base import CodeNotAllowedError, ExperimentConfiguration
 from test_experiment import cartpole
@@ -423,7 +424,10 @@ def test_interrupts_end_with_a_checkpoint_and_leave_nothing_behind(
         os.killpg(process.pid, sig)
         time.sleep(0.005)  # an impatient user; the run takes longer than this to stop
     _, err = process.communicate(timeout=60)
-    assert process.returncode == code, err
+    clean_after_all = len(signals) == 3 and process.returncode == 0
+    assert process.returncode == code or clean_after_all, err
+    if clean_after_all:
+        code = 0
     deadline = time.monotonic() + 5
     while session_processes(process.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -432,10 +436,37 @@ def test_interrupts_end_with_a_checkpoint_and_leave_nothing_behind(
     if code == 130:
         assert "aborting without a final checkpoint" in err
         return
+    if clean_after_all:
+        # Rarely, the run stops within the 10 ms between the first and the third signal
+        # (the loop looks at the stop request four times a second): the third comes too
+        # late to abort anything, and the run must have stopped cleanly.
+        assert "aborting" not in err
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == f"stopped by {signals[0].name}"
     latest = CheckpointManager(run_dir / "checkpoints").latest()
     assert latest is not None and latest.step == summary["steps"] > 0
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def request_stop(self, reason: str) -> None:
+        self.reasons.append(reason)
+
+
+def test_two_signals_ask_for_a_stop_and_the_third_sigint_aborts() -> None:
+    run = Recorder()
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with pytest.raises(RunAborted), stop_on_signals(run):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        assert run.reasons == ["stopped by SIGTERM", "stopped by SIGINT"]
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
 def test_kill_9_in_the_middle_of_training_resumes_from_the_last_complete_checkpoint(
