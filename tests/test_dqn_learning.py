@@ -12,36 +12,20 @@ from oakemu_rl.experiments import DQNExperiment, evaluate_checkpoint, find_check
 
 
 def cartpole(seed: int) -> DQNExperimentConfiguration:
-    return DQNExperimentConfiguration.from_dict(
+    """The shipped preset (`oakemu-rl train --algo dqn --game gym:CartPole-v1`), stopping
+    early once solved, quiet."""
+    config = DQNExperimentConfiguration.for_game(
+        "gym:CartPole-v1",
         {
-            "game": "gym:CartPole-v1",
-            "total_steps": 50_000,
             "seed": seed,
             "target_eval_return": 250.0,  # stop early, with a margin over 195
-            "env": {"num_envs": 4, "backend": "inline"},
-            "model": {"mlp_hidden": [128, 128], "head_hidden": 0, "dueling": False},
-            "exploration": {"epsilon_end": 0.02, "decay_steps": 10_000},
-            "learner": {
-                "learning_rate": 1e-3,
-                "adam_eps": 1e-8,
-                "batch_size": 64,
-                "learning_starts": 1000,
-                "replay_ratio": 0.25,
-                "target": {"type": "hard", "period": 250},
-            },
-            "replay": {"capacity": 50_000, "n_step": 3},
-            "tester": {
-                "every_steps": 2500,
-                "episodes": 20,
-                "num_envs": 4,
-                "random_baseline": False,
-                "final_episodes": 20,
-            },
-            "checkpoint": {"every_steps": 2500},
+            "tester": {"num_envs": 4, "random_baseline": False, "final_episodes": 20},
             "logging": {"console": False, "tensorboard": False},
             "torch_threads": 1,
-        }
+        },
     )
+    assert config.total_steps == 50_000 and config.env.backend == "inline"
+    return config
 
 
 @pytest.mark.slow

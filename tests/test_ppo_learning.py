@@ -1,7 +1,8 @@
 """PPO learns: CartPole solved within 100k env steps on 3 seeds; clear progress on catch.
 
-CartPole settings: 8 inline envs x 32 steps per rollout, MLP 64x64 tanh, lr 2.5e-3
-annealed, 10 epochs of 4 minibatches, no entropy bonus. The run stops early once a
+CartPole settings: the shipped preset (presets/ppo/CartPole-v1.yaml): 8 inline envs x 32
+steps per rollout, MLP 64x64 tanh, lr 2.5e-3 annealed, 10 epochs of 4 minibatches, no
+entropy bonus. The run stops early once a
 10-episode greedy evaluation reaches 475 (of 500); the test then requires the final
 20-episode greedy evaluation to average at least 195, within the 100,000-step budget.
 
@@ -31,31 +32,20 @@ CARTPOLE_BUDGET = 100_000
 
 
 def cartpole_config(seed: int) -> dict[str, Any]:
-    return {
-        "game": "gym:CartPole-v1",
-        "total_steps": CARTPOLE_BUDGET,
-        "seed": seed,
-        "torch_threads": 1,
-        "target_eval_return": 475.0,
-        "env": {"num_envs": 8, "backend": "inline"},
-        "ppo": {
-            "rollout_steps": 32,
-            "learning_rate": 2.5e-3,
-            "epochs": 10,
-            "minibatches": 4,
-            "ent_coef": 0.0,
+    """The shipped preset (`oakemu-rl train --algo ppo --game gym:CartPole-v1`), stopping
+    early once solved, quiet."""
+    config = PPOExperimentConfiguration.for_game(
+        "gym:CartPole-v1",
+        {
+            "seed": seed,
+            "torch_threads": 1,
+            "target_eval_return": 475.0,
+            "tester": {"episodes": 10, "num_envs": 4, "random_baseline": False},
+            "logging": {"tensorboard": False, "console": False},
         },
-        "tester": {
-            "every_steps": 5120,
-            "episodes": 10,
-            "num_envs": 4,
-            "random_baseline": False,
-            "final_episodes": 20,
-            "max_episode_steps": 500,
-        },
-        "checkpoint": {"every_steps": 5120},
-        "logging": {"tensorboard": False, "console": False},
-    }
+    )
+    assert config.total_steps == CARTPOLE_BUDGET and config.ppo.rollout_steps == 32
+    return config.model_dump(mode="json")
 
 
 _RUNNER = """

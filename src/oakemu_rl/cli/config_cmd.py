@@ -33,15 +33,24 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..presets import find_preset
     from ..runtime.config_base import ConfigError
     from .train_cmd import load_config
 
     try:
-        config = load_config(args.algo, args.config).with_overrides(game=args.game)
+        config = load_config(args.algo, args.config, args.game)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    preset = find_preset(config.algo, config.game)
+    where = (
+        f"# Preset: {preset.name}, the package's tuned settings for this game ({preset.path});\n"
+        "# a --config file and the command line override them.\n"
+        if preset is not None
+        else "# No preset for this game: the defaults, under a --config file and the flags.\n"
+    )
     print(
         f"# OakEmu-RL {config.algo} configuration for {config.game}.\n"
+        f"{where}"
         f"# Train with it: oakemu-rl train --config FILE (settings left out keep their "
         f"defaults)."
     )

@@ -15,12 +15,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser = sub.add_parser(
         "evaluate",
         help="play greedy episodes with a trained agent: mean return, mean score, win rate",
+        description="Play episodes with a trained agent. RUN_DIR means the run's best "
+        "checkpoint by evaluation mean return (the newest one when none was evaluated); "
+        "--last takes its newest instead; a checkpoint directory means that checkpoint. The "
+        "checkpoint used is printed (and is in --json's output).",
     )
     parser.add_argument("target", type=Path, metavar="RUN_DIR|CHECKPOINT")
     parser.add_argument("--episodes", type=_positive_int, default=10, help="episodes (default 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
-        "--best", action="store_true", help="the best checkpoint of a run instead of the newest"
+        "--last",
+        action="store_true",
+        help="a run's newest checkpoint (default: its best by evaluation mean return, or the "
+        "newest when none was evaluated)",
     )
     parser.add_argument("--seed", type=_non_negative_int, help="env seed")
     parser.add_argument("--epsilon", type=float, help="random-action rate (default: the config's)")
@@ -42,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if args.epsilon is not None and not 0.0 <= args.epsilon <= 1.0:
         raise UsageError(f"--epsilon must be between 0 and 1, got {args.epsilon}")
     try:
-        checkpoint = find_checkpoint(args.target, best=args.best)
+        checkpoint = find_checkpoint(args.target, best=not args.last)
         result = evaluate_checkpoint(
             checkpoint,
             args.episodes,

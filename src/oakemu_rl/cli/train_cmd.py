@@ -107,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
                 args.resume, total_steps=args.steps, console=console, allow_code=args.allow_code
             )
         else:
-            config = load_config(args.algo, args.config)
-            config = config.with_overrides(game=args.game, total_steps=args.steps, seed=args.seed)
+            config = load_config(args.algo, args.config, args.game)
+            config = config.with_overrides(total_steps=args.steps, seed=args.seed)
             # A wrong game fails here, before any worker starts or any file is written.
             if is_gym_id(config.game):
                 check_gym_id(config.game)
@@ -132,17 +132,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_config(algo: str | None, path: Path | None) -> ExperimentConfiguration:
-    """The configuration of `--algo` (default: the file's `algo`, else dqn): the file at
-    `path` or the defaults."""
+def load_config(
+    algo: str | None, path: Path | None, game: str | None = None
+) -> ExperimentConfiguration:
+    """The configuration of `--algo` (default: the file's `algo`, else dqn) for `--game`
+    (default: the file's game, else the default game): the algorithm's preset for the
+    game, if there is one, with the file at `path` laid over it."""
     from ..experiments import read_algo
+    from ..runtime.config_base import read_settings
 
     if algo is None:
         algo = read_algo(path) if path is not None and path.is_file() else "dqn"
     config_type = experiment_type(algo).config_type
-    if path is None:
-        return config_type.from_dict({})
-    return config_type.from_yaml(path)
+    settings = read_settings(path) if path is not None else {}
+    source = str(path) if path is not None else "the configuration"
+    return config_type.for_game(game, settings, source)
 
 
 def experiment_type(algo: str) -> type[Experiment[Any]]:

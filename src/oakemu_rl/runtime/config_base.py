@@ -265,16 +265,28 @@ class ExperimentConfiguration(ConfigSection):
     @classmethod
     def from_yaml(cls, path: str | Path) -> Self:
         """Load a YAML file; errors name the file and the field."""
-        path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: config file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot be read: {exc}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: invalid YAML: {exc}") from None
-        return cls.from_dict(data or {}, source=str(path))
+        return cls.from_dict(read_settings(path), source=str(path))
+
+    @classmethod
+    def for_game(
+        cls,
+        game: str | None = None,
+        settings: dict[str, Any] | None = None,
+        source: str = "the configuration",
+    ) -> Self:
+        """The configuration for `game` (default: `settings`' game, else the default game):
+        its preset, if the package ships one for this algorithm, with `settings` laid over
+        it. Errors name `source`."""
+        from ..presets import find_preset, merge
+
+        settings = dict(settings or {})
+        game = game or settings.get("game") or cls.model_fields["game"].default
+        algo = str(cls.model_fields["algo"].default)
+        preset = find_preset(algo, str(game))
+        data = merge(preset.settings(), settings) if preset is not None else settings
+        if preset is not None:
+            source = f"{source} (over the preset {preset.name})"
+        return cls.from_dict(data | {"game": game}, source=source)
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "config") -> Self:
@@ -300,6 +312,24 @@ class ExperimentConfiguration(ConfigSection):
         data = self.model_dump(mode="json")
         data.update({k: v for k, v in changes.items() if v is not None})
         return type(self).from_dict(data)
+
+
+def read_settings(path: str | Path) -> dict[str, Any]:
+    """The mapping of settings in a YAML file; errors name the file."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    return data
 
 
 END_OF_DOCUMENT = "\n...\n"
