@@ -30,6 +30,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "newest when none was evaluated)",
     )
     parser.add_argument("--seed", type=_non_negative_int, help="env seed")
+    parser.add_argument(
+        "--num-envs",
+        type=_positive_int,
+        help="envs played at once (default: the run's tester.num_envs); with 1, the "
+        "episodes are those of play-onnx with the same --seed",
+    )
     parser.add_argument("--epsilon", type=float, help="random-action rate (default: the config's)")
     add_allow_code_flag(parser)
     parser.set_defaults(handler=run)
@@ -55,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
             args.episodes,
             seed=args.seed,
             epsilon=args.epsilon,
+            num_envs=args.num_envs,
             allow_code=args.allow_code,
         )
     except PolicyOptionError as exc:  # an option of the other algorithm

@@ -7,7 +7,15 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from . import config_cmd, evaluate_cmd, games_cmd, inspect_cmd, train_cmd
+from . import (
+    config_cmd,
+    evaluate_cmd,
+    export_cmd,
+    games_cmd,
+    inspect_cmd,
+    play_onnx_cmd,
+    train_cmd,
+)
 from .errors import USER_ERRORS
 
 
@@ -17,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"oakemu-rl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (games_cmd, inspect_cmd, train_cmd, evaluate_cmd, config_cmd):
+    commands = (games_cmd, inspect_cmd, train_cmd, evaluate_cmd, export_cmd, play_onnx_cmd)
+    for module in (*commands, config_cmd):
         module.add_parser(sub)
     return parser
 

@@ -8,15 +8,18 @@ from typing import Any
 
 import torch
 import yaml
+from torch import nn
 
 from ..dqn.tester import Tester
 from ..ppo.tester import PPOTester
 from ..runtime.checkpoints import MANIFEST, Checkpoint, CheckpointError, CheckpointManager
+from ..runtime.config_base import ExperimentConfiguration
 from ..runtime.context import RuntimeContext
 from ..runtime.env_owner import EnvFactory, make_multi_env
 from ..runtime.state_adapter import CONFIG_FILE, MODEL_FILE
 from ..runtime.tester import EvaluationResult
 from .algorithms import EXPERIMENTS
+from .experiment import Experiment
 from .run_directory import RunError
 from .torch_setup import resolve_device
 
@@ -44,6 +47,46 @@ def find_checkpoint(target: str | Path, *, best: bool = False) -> Checkpoint:
     if checkpoint is None:
         raise RunError(f"{path}: no valid checkpoint found")
     return checkpoint
+
+
+def read_checkpoint_config(
+    checkpoint: Checkpoint, *, allow_code: bool = False
+) -> tuple[type[Experiment[Any]], ExperimentConfiguration]:
+    """The experiment class and the configuration of the run a checkpoint belongs to."""
+    if not checkpoint.has(CONFIG_FILE) or not checkpoint.has(MODEL_FILE):
+        raise RunError(f"{checkpoint.path}: not a checkpoint of a run (no config.yaml or model.pt)")
+    source = str(checkpoint.file(CONFIG_FILE))
+    try:
+        data = yaml.safe_load(checkpoint.read_bytes(CONFIG_FILE))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise CheckpointError(f"{source}: cannot be read: {exc}") from None
+    algo = str(data.get("algo", "dqn")) if isinstance(data, dict) else "dqn"
+    if algo not in EXPERIMENTS:
+        raise RunError(f"{checkpoint.path}: unknown algo {algo!r} (expected dqn or ppo)")
+    experiment = EXPERIMENTS[algo]
+    config = experiment.config_type.from_dict(data, source=source)
+    config.check_code_allowed(allow_code, source)
+    return experiment, config
+
+
+def load_checkpoint_model(
+    checkpoint: Checkpoint,
+    config: ExperimentConfiguration,
+    observation_shape: tuple[int, ...],
+    num_actions: int,
+    device: torch.device | str = "cpu",
+) -> nn.Module:
+    """The learner's network of a checkpoint, in eval mode, without gradients."""
+    experiment = EXPERIMENTS[config.algo]
+    model = experiment.build_model(config, observation_shape, num_actions).to(device)
+    weights = checkpoint.load_torch(MODEL_FILE, map_location=device)
+    try:
+        model.load_state_dict(weights["learner"])
+    except (KeyError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(
+            f"{checkpoint.file(MODEL_FILE)}: does not hold this run's model: {exc}"
+        ) from None
+    return model.eval().requires_grad_(False)
 
 
 def evaluate_checkpoint(
@@ -79,23 +122,11 @@ def evaluate_checkpoint(
     """
     if not isinstance(checkpoint, Checkpoint):
         checkpoint = find_checkpoint(checkpoint)
-    if not checkpoint.has(CONFIG_FILE) or not checkpoint.has(MODEL_FILE):
-        raise RunError(f"{checkpoint.path}: not a checkpoint of a run (no config.yaml or model.pt)")
-    source = str(checkpoint.file(CONFIG_FILE))
-    try:
-        data = yaml.safe_load(checkpoint.read_bytes(CONFIG_FILE))
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise CheckpointError(f"{source}: cannot be read: {exc}") from None
-    algo = str(data.get("algo", "dqn")) if isinstance(data, dict) else "dqn"
-    if algo not in EXPERIMENTS:
-        raise RunError(f"{checkpoint.path}: unknown algo {algo!r} (expected dqn or ppo)")
-    if algo == "ppo" and epsilon is not None:
+    experiment, config = read_checkpoint_config(checkpoint, allow_code=allow_code)
+    if experiment.algo == "ppo" and epsilon is not None:
         raise PolicyOptionError("epsilon applies to DQN agents; a PPO agent plays its policy")
-    if algo == "dqn" and deterministic is not None:
+    if experiment.algo == "dqn" and deterministic is not None:
         raise PolicyOptionError("deterministic applies to PPO agents; a DQN agent plays greedily")
-    experiment = EXPERIMENTS[algo]
-    config = experiment.config_type.from_dict(data, source=source)
-    config.check_code_allowed(allow_code, source)
     episodes = episodes or config.tester.episodes
     data = config.model_dump(mode="json")
     data["tester"]["num_envs"] = max(1, min(episodes, num_envs or config.tester.num_envs))
@@ -112,15 +143,7 @@ def evaluate_checkpoint(
     try:
         device = resolve_device(config.device)
         shape = tuple(int(s) for s in env.observation_space.shape)
-        model = experiment.build_model(config, shape, int(env.action_space.n)).to(device)
-        weights = checkpoint.load_torch(MODEL_FILE, map_location=device)
-        try:
-            model.load_state_dict(weights["learner"])
-        except (KeyError, TypeError, RuntimeError) as exc:
-            raise CheckpointError(
-                f"{checkpoint.file(MODEL_FILE)}: does not hold this run's model: {exc}"
-            ) from None
-        model.eval().requires_grad_(False)
+        model = load_checkpoint_model(checkpoint, config, shape, int(env.action_space.n), device)
         context: RuntimeContext[Any] = RuntimeContext(
             config=config, device=device, run_dir=checkpoint.path, seed=env_seed
         )
