@@ -37,6 +37,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "episodes are those of play-onnx with the same --seed",
     )
     parser.add_argument("--epsilon", type=float, help="random-action rate (default: the config's)")
+    parser.add_argument(
+        "--video",
+        type=Path,
+        metavar="FILE",
+        help="also record greedy episodes to a .gif (or .mp4 with imageio-ffmpeg): the "
+        "Spectrum's screen with its border, score, lives, step and action; the same file "
+        "for the same --seed",
+    )
+    parser.add_argument(
+        "--video-episodes", type=_positive_int, default=1, help="episodes in the video (1)"
+    )
+    parser.add_argument("--scale", type=_positive_int, default=2, help="video pixel scale (2)")
     add_allow_code_flag(parser)
     parser.set_defaults(handler=run)
 
@@ -51,9 +63,12 @@ def run(args: argparse.Namespace) -> int:
     from ..experiments.evaluation import PolicyOptionError
     from ..runtime.checkpoints import CheckpointError
     from ..runtime.config_base import ConfigError
+    from ..visual.video import VideoError, record_checkpoint
 
     if args.epsilon is not None and not 0.0 <= args.epsilon <= 1.0:
         raise UsageError(f"--epsilon must be between 0 and 1, got {args.epsilon}")
+    if args.video is not None and args.video.suffix.lower() not in (".gif", ".mp4"):
+        raise UsageError(f"--video {args.video}: expected a .gif or .mp4 file")
     try:
         checkpoint = find_checkpoint(args.target, best=not args.last)
         result = evaluate_checkpoint(
@@ -64,9 +79,19 @@ def run(args: argparse.Namespace) -> int:
             num_envs=args.num_envs,
             allow_code=args.allow_code,
         )
+        video = None
+        if args.video is not None:
+            video = record_checkpoint(
+                checkpoint,
+                args.video,
+                episodes=args.video_episodes,
+                seed=args.seed if args.seed is not None else 0,
+                scale=args.scale,
+                allow_code=args.allow_code,
+            )
     except PolicyOptionError as exc:  # an option of the other algorithm
         raise UsageError(f"--{exc}") from None
-    except (ConfigError, RunError, CheckpointError, GymEnvError) as exc:
+    except (ConfigError, RunError, CheckpointError, GymEnvError, VideoError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:
         print(
@@ -80,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
                     "mean_length": _clean(result.mean_length),
                     "checkpoint": str(checkpoint.path),
                     "step": checkpoint.step,
+                    "video": str(video.path) if video is not None else None,
                 }
             )
         )
@@ -90,4 +116,9 @@ def run(args: argparse.Namespace) -> int:
             f"(std {result.std_return:.2f}), mean score {result.mean_score:.2f}, "
             f"win rate {result.win_rate:.0%}, mean length {result.mean_length:.0f}"
         )
+        if video is not None:
+            print(
+                f"video: {video.path} ({video.episodes} episode(s), {len(video.frames)} frames, "
+                f"returns {', '.join(f'{r:g}' for r in video.returns)})"
+            )
     return 0

@@ -14,6 +14,7 @@ from . import (
     games_cmd,
     inspect_cmd,
     play_onnx_cmd,
+    plot_cmd,
     train_cmd,
 )
 from .errors import USER_ERRORS
@@ -25,7 +26,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"oakemu-rl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands = (games_cmd, inspect_cmd, train_cmd, evaluate_cmd, export_cmd, play_onnx_cmd)
+    commands = (
+        games_cmd,
+        inspect_cmd,
+        train_cmd,
+        evaluate_cmd,
+        plot_cmd,
+        export_cmd,
+        play_onnx_cmd,
+    )
     for module in (*commands, config_cmd):
         module.add_parser(sub)
     return parser

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import onnx
 import torch
-from torch import nn
 
 from ..envs.factory import make_env
 from ..envs.gym_backend import is_gym_id
 from ..experiments.evaluation import find_checkpoint, load_checkpoint_model, read_checkpoint_config
+from ..experiments.policy import GreedyPolicy
 from ..games.loader import load_game
 from ..runtime.checkpoints import Checkpoint
 from ..runtime.config_base import ExperimentConfiguration
@@ -54,23 +54,6 @@ def _quiet_exporter() -> Iterator[None]:
             yield
     finally:
         logger.setLevel(level)
-
-
-class GreedyPolicy(nn.Module):
-    """A trained network as a greedy policy: (observations) -> (actions, scores)."""
-
-    def __init__(self, model: nn.Module, num_actions: int, allowed: list[int] | None) -> None:
-        super().__init__()
-        self.model = model
-        mask = torch.zeros(num_actions, dtype=torch.bool)
-        mask[allowed if allowed is not None else list(range(num_actions))] = True
-        self.register_buffer("allowed", mask)
-
-    def forward(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        scores: torch.Tensor = self.model(observations)
-        allowed = self.get_buffer("allowed")
-        masked = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
-        return masked.argmax(dim=1), scores
 
 
 @dataclass(frozen=True)
