@@ -4,7 +4,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: train test lint fuzz venv clean games
+.PHONY: train test lint fuzz docs venv clean games
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11'"; exit 1; }
@@ -26,6 +26,10 @@ test: $(STAMP)
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(VENV)/bin/python -m pytest -q tests/test_fuzz.py
 
+docs: $(STAMP)
+	$(VENV)/bin/python -m pip install --quiet -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
@@ -35,4 +39,4 @@ games: $(STAMP)
 	$(VENV)/bin/python -m oakemu_rl.games.build
 
 clean:
-	rm -rf $(VENV) inspect_out
+	rm -rf $(VENV) inspect_out site
