@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -103,3 +104,37 @@ def test_evaluate_video_through_the_cli(
     assert json.loads(capsys.readouterr().out)["video"] == str(out) and out.is_file()
     assert main(["evaluate", str(catch_run), "--video", str(tmp_path / "v.avi")]) == 2
     assert "expected a .gif or .mp4" in capsys.readouterr().err
+
+
+def test_the_tester_writes_a_video_to_tensorboard_when_asked(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    data: dict[str, Any] = {
+        "algo": "ppo",
+        "game": "catch",
+        "total_steps": 256,
+        "torch_threads": 1,
+        "env": {"num_envs": 2, "backend": "inline"},
+        "ppo": {"rollout_steps": 32, "epochs": 1, "minibatches": 2},
+        "tester": {
+            "every_steps": 128,
+            "episodes": 1,
+            "num_envs": 1,
+            "final_episodes": 1,
+            "random_baseline": False,
+            "max_episode_steps": 30,
+            "video": True,
+            "video_steps": 20,
+        },
+        "logging": {"console": False, "tensorboard": True},
+    }
+    run_dir = tmp_path / "run"
+    quiet(EXPERIMENTS["ppo"].config_type.from_dict(data), run_dir).run()
+    events = EventAccumulator(str(run_dir / "tb"), size_guidance={"images": 0})
+    events.Reload()
+    videos = events.Images("eval/video")
+    assert videos and videos[0].step == 128  # the periodic evaluations (the final has none)
+    assert all(v.encoded_image_string.startswith(b"GIF8") for v in videos)
+    assert (videos[0].width, videos[0].height) == (320, 256 + 12)
+    with Image.open(io.BytesIO(videos[0].encoded_image_string)) as gif:
+        assert gif.n_frames == 21  # the reset and 20 steps

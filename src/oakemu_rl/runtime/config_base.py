@@ -143,6 +143,14 @@ class TesterSettings(ConfigSection):
     final_episodes: int = Field(
         20, ge=1, description="Episodes of the evaluation at the end of the run."
     )
+    video: bool = Field(
+        False,
+        description="After each evaluation, play one greedy episode in the training process "
+        "and write it to TensorBoard as a video (eval/video; OakEmu games only).",
+    )
+    video_steps: int = Field(
+        300, ge=1, le=10_000, description="Agent steps at most in each evaluation video."
+    )
 
 
 class CheckpointSettings(ConfigSection):

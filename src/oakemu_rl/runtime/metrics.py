@@ -73,8 +73,17 @@ class MemorySink:
         return None
 
 
+@runtime_checkable
+class VideoSink(Protocol):
+    """Also receives short videos (animated GIFs)."""
+
+    def video(self, name: str, gif: bytes, width: int, height: int, step: int) -> None:
+        """Record one GIF at an environment step."""
+
+
 class TensorBoardSink:
-    """Writes scalars as TensorBoard event files under `log_dir`."""
+    """Writes scalars as TensorBoard event files under `log_dir`, and videos (animated
+    GIFs, shown in TensorBoard's Images tab, as `add_video` writes them)."""
 
     def __init__(self, log_dir: str | Path, flush_secs: int = 10) -> None:
         from torch.utils.tensorboard import SummaryWriter
@@ -88,6 +97,19 @@ class TensorBoardSink:
         with self._lock:
             if not self._closed:
                 self._writer.add_scalar(name, float(value), global_step=int(step))
+
+    def video(self, name: str, gif: bytes, width: int, height: int, step: int) -> None:
+        # add_video would encode the frames with moviepy 1.x (gone in moviepy 2): the same
+        # summary, an image holding a GIF, is written from the GIF made here.
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif)
+        summary = Summary(value=[Summary.Value(tag=name, image=image)])
+        with self._lock:
+            # SummaryWriter.file_writer: typed None by torch, an EventFileWriter while open.
+            writer: Any = getattr(self._writer, "file_writer", None)
+            if not self._closed and writer is not None:
+                writer.add_summary(summary, int(step))
 
     def flush(self) -> None:
         with self._lock:
@@ -110,6 +132,11 @@ class MultiSink:
     def scalar(self, name: str, value: float, step: int) -> None:
         for sink in self.sinks:
             sink.scalar(name, value, step)
+
+    def video(self, name: str, gif: bytes, width: int, height: int, step: int) -> None:
+        for sink in self.sinks:
+            if isinstance(sink, VideoSink):
+                sink.video(name, gif, width, height, step)
 
     def flush(self) -> None:
         for sink in self.sinks:

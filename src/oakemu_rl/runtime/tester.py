@@ -24,6 +24,7 @@ from .context import RuntimeContext
 from .env_lifecycle import EnvironmentState, EnvLifecycle
 from .env_owner import EnvFactory, EnvOwner, make_multi_env
 from .inference_batch import InferenceBatch
+from .metrics import VideoSink
 from .thread_safe_model import ThreadSafeModel
 
 if TYPE_CHECKING:
@@ -272,6 +273,8 @@ class TesterBase(ABC, Generic[C]):
                     self.sync_from_learner()
                 result = self.evaluate(step=step)
                 self._record(result)
+                if self.config.tester.video:
+                    self.record_video(step)
             except EvaluationAborted:
                 return
             except BaseException as exc:
@@ -306,6 +309,41 @@ class TesterBase(ABC, Generic[C]):
             self._thread.join(timeout)
             self._thread = None
         self._abort.clear()
+
+    def record_video(self, step: int) -> None:
+        """Play one greedy episode (at most `tester.video_steps` steps) on an env in this
+        process and send it to the metrics sinks as the video `eval/video`."""
+        from ..envs.factory import make_env
+        from ..envs.oakemu_env import OakEmuEnv
+        from ..visual.video import frame_duration_ms, gif_bytes, play_frames
+
+        config = self.config
+        env = make_env(config.game, config.env.observation)
+        if not isinstance(env, OakEmuEnv):  # a gym: env has no Spectrum screen to show
+            env.close()
+            return
+        device = next(self.tester_model.parameters()).device
+
+        def choose(observation: npt.NDArray[Any]) -> int:
+            batch = torch.from_numpy(np.asarray(observation)[None]).to(device)
+            with torch.no_grad():
+                return int(self._greedy_actions(self.tester_model(batch))[0])
+
+        try:
+            frames, _ = play_frames(
+                env,
+                choose,
+                seed=config.seed + TESTER_SEED_OFFSET,
+                max_episode_steps=config.tester.video_steps,
+                scale=1,
+            )
+            gif = gif_bytes(frames, frame_duration_ms(env))
+        finally:
+            env.close()
+        width, height = frames[0].size
+        metrics = self.context.metrics
+        if isinstance(metrics, VideoSink):
+            metrics.video("eval/video", gif, width, height, step)
 
     def abort(self) -> None:
         """Cut the evaluation in progress short (it raises EvaluationAborted); safe from a

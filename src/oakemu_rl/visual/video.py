@@ -9,6 +9,7 @@ or an MP4 with imageio-ffmpeg installed. Same checkpoint and seed, same frames.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +93,29 @@ def record(
     suffix = out.suffix.lower()
     if suffix not in (".gif", ".mp4"):
         raise VideoError(f"{out}: expected a .gif or .mp4 file")
+    frames, returns = play_frames(
+        env, choose, episodes=episodes, seed=seed, max_episode_steps=max_episode_steps, scale=scale
+    )
+    duration = frame_duration_ms(env)
+    _write(frames, out, duration)
+    return Video(out, frames, episodes, returns, duration)
+
+
+def frame_duration_ms(env: OakEmuEnv) -> int:
+    """How long one agent step lasts on a real Spectrum."""
+    return round(1000 * env.game.spec.frame_skip / FRAMES_PER_SECOND)
+
+
+def play_frames(
+    env: OakEmuEnv,
+    choose: Callable[[npt.NDArray[Any]], int],
+    *,
+    episodes: int = 1,
+    seed: int | None = 0,
+    max_episode_steps: int = 27_000,
+    scale: int = 2,
+) -> tuple[list[Image.Image], list[float]]:
+    """The frames of `episodes` episodes (one a step, one a reset) and their returns."""
     actions = [action_name(list(a)) for a in env.game.spec.actions]
     frames: list[Image.Image] = []
     returns = []
@@ -113,15 +137,22 @@ def record(
             if terminated or truncated or step >= max_episode_steps:
                 break
         returns.append(total)
-    duration = round(1000 * env.game.spec.frame_skip / FRAMES_PER_SECOND)
-    _write(frames, out, duration)
-    return Video(out, frames, episodes, returns, duration)
+    return frames, returns
+
+
+def gif_bytes(frames: list[Image.Image], duration_ms: int) -> bytes:
+    """An animated GIF of `frames`, in memory."""
+    buffer = io.BytesIO()
+    frames[0].save(
+        buffer, format="GIF", save_all=True, append_images=frames[1:], duration=duration_ms, loop=0
+    )
+    return buffer.getvalue()
 
 
 def _write(frames: list[Image.Image], out: Path, duration_ms: int) -> None:
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
     if out.suffix.lower() == ".gif":
-        frames[0].save(tmp, save_all=True, append_images=frames[1:], duration=duration_ms, loop=0)
+        tmp.write_bytes(gif_bytes(frames, duration_ms))
     else:
         try:
             import imageio_ffmpeg  # noqa: F401
