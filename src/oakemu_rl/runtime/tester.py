@@ -315,7 +315,7 @@ class TesterBase(ABC, Generic[C]):
         process and send it to the metrics sinks as the video `eval/video`."""
         from ..envs.factory import make_env
         from ..envs.oakemu_env import OakEmuEnv
-        from ..visual.video import frame_duration_ms, gif_bytes, play_frames
+        from ..envs.recording import frame_duration_ms, gif_bytes, play_frames
 
         config = self.config
         env = make_env(config.game, config.env.observation)
