@@ -49,6 +49,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--video-episodes", type=_positive_int, default=1, help="episodes in the video (1)"
     )
     parser.add_argument("--scale", type=_positive_int, default=2, help="video pixel scale (2)")
+    parser.add_argument(
+        "--video-steps",
+        type=_positive_int,
+        help="cut each video episode after this many steps (default: the run's "
+        "tester.max_episode_steps)",
+    )
     add_allow_code_flag(parser)
     parser.set_defaults(handler=run)
 
@@ -87,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
                 episodes=args.video_episodes,
                 seed=args.seed if args.seed is not None else 0,
                 scale=args.scale,
+                max_steps=args.video_steps,
                 allow_code=args.allow_code,
             )
     except PolicyOptionError as exc:  # an option of the other algorithm

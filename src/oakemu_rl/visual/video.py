@@ -90,9 +90,11 @@ def record_checkpoint(
     episodes: int = 1,
     seed: int = 0,
     scale: int = 2,
+    max_steps: int | None = None,
     allow_code: bool = False,
 ) -> Video:
-    """Record greedy episodes of a checkpoint's agent (a run directory: its best one)."""
+    """Record greedy episodes of a checkpoint's agent (a run directory: its best one), each
+    cut after `max_steps` steps (default: the run's `tester.max_episode_steps`)."""
     import torch
 
     from ..envs.factory import make_env
@@ -127,7 +129,7 @@ def record_checkpoint(
             out,
             episodes=episodes,
             seed=seed,
-            max_episode_steps=config.tester.max_episode_steps,
+            max_episode_steps=max_steps or config.tester.max_episode_steps,
             scale=scale,
         )
     finally:
