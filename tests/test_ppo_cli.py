@@ -41,7 +41,7 @@ def test_train_resume_and_evaluate_a_ppo_run(
     assert summary["steps"] == 1024 and summary["resumed_from_step"] == 512
 
     capsys.readouterr()
-    assert main(["evaluate", str(run_dir), "--episodes", "3", "--json"]) == 0
+    assert main(["evaluate", str(run_dir), "--last", "--episodes", "3", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["episodes"] == 3 and result["step"] == 1024 and result["mean_return"] > 0
 
