@@ -16,7 +16,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "evaluate",
         help="play greedy episodes with a trained agent: mean return, mean score, win rate",
         description="Play episodes with a trained agent. RUN_DIR means the run's best "
-        "checkpoint by evaluation mean return (the newest one when none was evaluated); "
+        "checkpoint by evaluation (the low end of its 95% confidence interval of the mean "
+        "return; the newest one when none was evaluated); "
         "--last takes its newest instead; a checkpoint directory means that checkpoint. The "
         "checkpoint used is printed (and is in --json's output).",
     )
@@ -26,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument(
         "--last",
         action="store_true",
-        help="a run's newest checkpoint (default: its best by evaluation mean return, or the "
+        help="a run's newest checkpoint (default: its best by evaluation, or the "
         "newest when none was evaluated)",
     )
     parser.add_argument("--seed", type=_non_negative_int, help="env seed")
@@ -109,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
                     "mean_score": _clean(result.mean_score),
                     "win_rate": _clean(result.win_rate),
                     "std_return": _clean(result.std_return),
+                    "median_return": _clean(result.median_return),
+                    "ci95_low": _clean(result.ci95_low),
+                    "ci95_high": _clean(result.ci95_high),
                     "mean_length": _clean(result.mean_length),
                     "checkpoint": str(checkpoint.path),
                     "step": checkpoint.step,
@@ -119,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"checkpoint {checkpoint.path} (step {checkpoint.step:,})")
         print(
-            f"{result.episodes} episodes: mean return {result.mean_return:.2f} "
-            f"(std {result.std_return:.2f}), mean score {result.mean_score:.2f}, "
+            f"{result.episodes} episodes: {result.interval}, std {result.std_return:.2f}, "
+            f"mean score {result.mean_score:.2f}, "
             f"win rate {result.win_rate:.0%}, mean length {result.mean_length:.0f}"
         )
         if video is not None:

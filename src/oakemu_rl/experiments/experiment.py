@@ -44,7 +44,7 @@ from ..runtime.metrics import ConsoleSink, MemorySink, MultiSink
 from ..runtime.protocols import LearnerRuntime
 from ..runtime.rollback import RollbackController
 from ..runtime.state_adapter import RestoreMetadata, StateAdapterBase
-from ..runtime.tester import EvaluationAborted, EvaluationResult, TesterBase
+from ..runtime.tester import EvaluationAborted, EvaluationResult, TesterBase, is_better
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .run_directory import (
     CONFIG_NAME,
@@ -438,9 +438,9 @@ class Experiment(ABC, Generic[ConfigT]):
         """An evaluation finished (tester thread): score its checkpoint, stop on the target
         return, else let the rollback controller watch it."""
         with contextlib.suppress(CheckpointError, OSError):
-            self.checkpoints.set_score(result.step, result.mean_return)
+            self.checkpoints.set_score(result.step, result.ci95_low)
         self._message(
-            f"eval at step {result.step:,}: mean return {result.mean_return:.2f}, "
+            f"eval at step {result.step:,}: {result.interval}, "
             f"score {result.mean_score:.1f}, win rate {result.win_rate:.0%} "
             f"({result.episodes} episodes)"
         )
@@ -616,8 +616,8 @@ class Experiment(ABC, Generic[ConfigT]):
         self.metrics.scalar("eval/final_mean_return", final.mean_return, step)
         self.metrics.scalar("eval/final_mean_score", final.mean_score, step)
         with contextlib.suppress(CheckpointError, OSError):
-            self.checkpoints.set_score(step, final.mean_return)
-        if self.tester.best is None or final.mean_return > self.tester.best.mean_return:
+            self.checkpoints.set_score(step, final.ci95_low)
+        if is_better(final, self.tester.best):
             self.tester.best = final
 
     def _summary(
@@ -680,7 +680,7 @@ class Experiment(ABC, Generic[ConfigT]):
             )
         if final is not None:
             line = (
-                f"final {final.policy} evaluation: mean return {final.mean_return:.2f}, "
+                f"final {final.policy} evaluation: {final.interval}, "
                 f"mean score {final.mean_score:.1f}, win rate {final.win_rate:.0%} "
                 f"({final.episodes} episodes)"
             )

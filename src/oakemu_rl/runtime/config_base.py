@@ -159,7 +159,10 @@ class CheckpointSettings(ConfigSection):
     every_steps: int = Field(25_000, ge=1, description="Env steps between checkpoints.")
     keep_last: int = Field(3, ge=1, description="Newest checkpoints kept.")
     keep_best: int = Field(
-        1, ge=0, description="Best checkpoints (by evaluation mean return) kept besides."
+        1,
+        ge=0,
+        description="Best checkpoints kept besides: by the low end of their evaluation's 95% "
+        "confidence interval of the mean return (a lucky mean over few episodes is not best).",
     )
     on_write_error: Literal["stop", "continue"] = Field(
         "stop",

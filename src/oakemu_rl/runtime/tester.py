@@ -25,6 +25,7 @@ from .env_lifecycle import EnvironmentState, EnvLifecycle
 from .env_owner import EnvFactory, EnvOwner, make_multi_env
 from .inference_batch import InferenceBatch
 from .metrics import VideoSink
+from .statistics import mean_confidence_interval
 from .thread_safe_model import ThreadSafeModel
 
 if TYPE_CHECKING:
@@ -54,6 +55,18 @@ class EvaluationResult:
     outcomes: list[str | None] = field(default_factory=list)
     step: int = 0
     policy: str = "greedy"
+    median_return: float = float("nan")
+    ci95_low: float = float("nan")
+    """The 95% confidence interval of the mean return (Student's t), low end."""
+    ci95_high: float = float("nan")
+
+    @property
+    def interval(self) -> str:
+        """'mean return 12.30 (95% CI 10.10 to 14.50, median 12.00)'."""
+        return (
+            f"mean return {self.mean_return:.2f} (95% CI {self.ci95_low:.2f} to "
+            f"{self.ci95_high:.2f}, median {self.median_return:.2f})"
+        )
 
     def to_dict(self, *, details: bool = False) -> dict[str, Any]:
         data = asdict(self)
@@ -68,6 +81,7 @@ def summarise(records: list[EpisodeRecord], step: int, policy: str) -> Evaluatio
     returns = [r[0] for r in records]
     scores = [r[1] for r in records]
     nan = float("nan")
+    low, high = mean_confidence_interval(returns)
     return EvaluationResult(
         episodes=len(records),
         mean_return=float(np.mean(returns)) if records else nan,
@@ -80,7 +94,16 @@ def summarise(records: list[EpisodeRecord], step: int, policy: str) -> Evaluatio
         outcomes=[r[3] for r in records],
         step=step,
         policy=policy,
+        median_return=float(np.median(returns)) if records else nan,
+        ci95_low=low,
+        ci95_high=high,
     )
+
+
+def is_better(result: EvaluationResult, best: EvaluationResult | None) -> bool:
+    """Whether `result` beats `best` by the low end of its 95% interval: a lucky mean over
+    few episodes does not displace a result that is surely good."""
+    return best is None or result.ci95_low > best.ci95_low
 
 
 class EvaluationAborted(Exception):
@@ -285,10 +308,13 @@ class TesterBase(ABC, Generic[C]):
 
     def _record(self, result: EvaluationResult) -> None:
         self.results.append(result)
-        if self.best is None or result.mean_return > self.best.mean_return:
+        if is_better(result, self.best):
             self.best = result
         sink = self.context.metrics
         sink.scalar("eval/mean_return", result.mean_return, result.step)
+        sink.scalar("eval/mean_return_ci_low", result.ci95_low, result.step)
+        sink.scalar("eval/mean_return_ci_high", result.ci95_high, result.step)
+        sink.scalar("eval/median_return", result.median_return, result.step)
         sink.scalar("eval/mean_score", result.mean_score, result.step)
         sink.scalar("eval/win_rate", result.win_rate, result.step)
         sink.scalar("eval/mean_length", result.mean_length, result.step)

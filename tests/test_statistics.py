@@ -1,0 +1,47 @@
+"""Evaluation you can trust: a confidence interval and a median with every result, and the
+best checkpoint by the interval's low end."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from oakemu_rl.runtime.statistics import mean_confidence_interval, t_critical_95
+from oakemu_rl.runtime.tester import is_better, summarise
+
+
+def test_t_critical_values_match_the_textbook() -> None:
+    assert t_critical_95(1) == pytest.approx(12.706)
+    assert t_critical_95(9) == pytest.approx(2.262)
+    assert t_critical_95(60) == pytest.approx(2.000, abs=0.001)
+    assert t_critical_95(120) == pytest.approx(1.980, abs=0.001)
+    assert t_critical_95(10_000) == pytest.approx(1.960, abs=0.001)
+
+
+def test_the_interval_covers_the_true_mean_about_95_times_in_100() -> None:
+    rng = np.random.default_rng(0)
+    trials, covered = 4000, 0
+    for _ in range(trials):
+        low, high = mean_confidence_interval(list(rng.normal(5.0, 3.0, size=10)))
+        covered += low <= 5.0 <= high
+    assert 0.935 <= covered / trials <= 0.965
+
+
+def test_degenerate_samples() -> None:
+    assert mean_confidence_interval([3.0]) == (3.0, 3.0)
+    assert mean_confidence_interval([2.0, 2.0, 2.0]) == (2.0, 2.0)
+    low, high = mean_confidence_interval([])
+    assert math.isnan(low) and math.isnan(high)
+
+
+def test_a_result_carries_its_interval_and_median_and_ranks_by_the_low_end() -> None:
+    steady = summarise([(10.0, 10.0, 100, "win")] * 5 + [(12.0, 12.0, 100, "win")] * 5, 1, "greedy")
+    assert steady.median_return == 11.0
+    assert steady.ci95_low < 11.0 < steady.ci95_high
+    lucky = summarise([(40.0, 40.0, 100, "win"), (-10.0, -10.0, 100, "loss")], 2, "greedy")
+    assert lucky.mean_return > steady.mean_return  # a higher mean over two episodes...
+    assert not is_better(lucky, steady)  # ...is not a better agent
+    assert is_better(steady, lucky) and is_better(steady, None)
+    assert "95% CI" in steady.interval and "median 11.00" in steady.interval
