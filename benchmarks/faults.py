@@ -259,33 +259,35 @@ def interrupts(root: Path, name: str, signals: list[int]) -> dict[str, Any]:
     return row
 
 
+def kill_and_resume(root: Path, name: str, moment: Callable[[Training], object]) -> dict[str, Any]:
+    """Kill a run (the whole process group, SIGKILL) once it has two checkpoints and
+    `moment(training)` has returned, then resume it."""
+    training = Training(root / name, config(root))
+    wait_for(lambda: len(training.checkpoints().list()) >= 2)
+    moment(training)
+    killed_at = time.time()
+    training.signal(signal.SIGKILL)
+    training.wait()
+    partial = any((training.run_dir / "checkpoints").glob(".tmp-*"))
+    row = resume(training, steps_estimate(training, killed_at))
+    row["partial left"] = partial
+    return row
+
+
 def run_kills(root: Path, repeats: int) -> dict[str, Any]:
-    rows = []
-    for n in range(repeats):
-        training = Training(root / f"kill-run-{n}", config(root))
-        wait_for(lambda t=training: len(t.checkpoints().list()) >= 2)
-        time.sleep(random.uniform(0.0, 3.0))
-        killed_at = time.time()
-        training.signal(signal.SIGKILL)
-        training.wait()
-        rows.append(resume(training, steps_estimate(training, killed_at)))
+    rows = [
+        kill_and_resume(root, f"kill-run-{n}", lambda _: time.sleep(random.uniform(0.0, 3.0)))
+        for n in range(repeats)
+    ]
     return summarise_resumes("run kill -9", rows)
 
 
 def checkpoint_kills(root: Path, repeats: int) -> dict[str, Any]:
-    rows = []
-    for n in range(repeats):
-        training = Training(root / f"kill-checkpoint-{n}", config(root))
+    def writing(training: Training) -> bool:
         checkpoints = training.run_dir / "checkpoints"
-        wait_for(lambda t=training: len(t.checkpoints().list()) >= 2)
-        wait_for(lambda c=checkpoints: any(c.glob(".tmp-*")), every=0.0005)
-        killed_at = time.time()
-        training.signal(signal.SIGKILL)
-        training.wait()
-        partial = bool(list(checkpoints.glob(".tmp-*")))
-        row = resume(training, steps_estimate(training, killed_at))
-        row["partial left"] = partial
-        rows.append(row)
+        return wait_for(lambda: any(checkpoints.glob(".tmp-*")), every=0.0005)
+
+    rows = [kill_and_resume(root, f"kill-checkpoint-{n}", writing) for n in range(repeats)]
     return summarise_resumes("kill -9 during a checkpoint write", rows)
 
 

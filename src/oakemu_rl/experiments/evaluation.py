@@ -20,6 +20,7 @@ from ..runtime.state_adapter import CONFIG_FILE, MODEL_FILE
 from ..runtime.tester import EvaluationResult
 from .algorithms import EXPERIMENTS
 from .experiment import Experiment
+from .policy import GreedyPolicy
 from .run_directory import RunError
 from .torch_setup import resolve_device
 
@@ -87,6 +88,17 @@ def load_checkpoint_model(
             f"{checkpoint.file(MODEL_FILE)}: does not hold this run's model: {exc}"
         ) from None
     return model.eval().requires_grad_(False)
+
+
+def checkpoint_policy(
+    checkpoint: Checkpoint, config: ExperimentConfiguration, env: Any
+) -> GreedyPolicy:
+    """The greedy policy of a checkpoint's network, shaped for `env`'s spaces (CPU)."""
+    space: Any = env.observation_space
+    num_actions = int(getattr(env.action_space, "n", 0))
+    shape = tuple(int(s) for s in space.shape)
+    model = load_checkpoint_model(checkpoint, config, shape, num_actions)
+    return GreedyPolicy(model, num_actions, config.env.allowed_actions).eval()
 
 
 def evaluate_checkpoint(

@@ -393,13 +393,13 @@ class Experiment(ABC, Generic[ConfigT]):
         where = f" ({exc.filename})" if exc.filename else ""
         message = f"checkpoint at step {step:,} not written: {exc.strerror or exc}{where}; {kept}"
         self.metrics.scalar("faults/checkpoint_write_errors", 1.0, step)
-        if self.config.checkpoint.on_write_error == "stop" and not self._final_phase:
+        if self._final_phase:  # the final checkpoint: nothing to go on to
+            self._fault = self._fault or message
+            self._message(message)
+        elif self.config.checkpoint.on_write_error == "stop":
             self._fault = self._fault or message
             self._message(f"{message}; stopping (checkpoint.on_write_error: stop)")
             self.context.request_stop(f"checkpoint write failed at step {step:,}")
-        elif self._final_phase:
-            self._fault = self._fault or message
-            self._message(message)
         else:
             self._message(f"{message}; training goes on (checkpoint.on_write_error: continue)")
 

@@ -26,8 +26,7 @@ import torch
 
 from ..envs.factory import make_env
 from ..envs.gym_backend import is_gym_id
-from ..experiments.evaluation import find_checkpoint, load_checkpoint_model, read_checkpoint_config
-from ..experiments.policy import GreedyPolicy
+from ..experiments.evaluation import checkpoint_policy, find_checkpoint, read_checkpoint_config
 from ..games.loader import load_game
 from ..runtime.checkpoints import Checkpoint
 from ..runtime.config_base import ExperimentConfiguration
@@ -81,14 +80,12 @@ def export_policy(
     env = make_env(config.game, config.env.observation)
     try:
         space: Any = env.observation_space
-        shape = tuple(int(s) for s in space.shape)
-        example = torch.as_tensor(np.zeros((2, *shape), dtype=space.dtype))
-        num_actions = int(getattr(env.action_space, "n", 0))
+        policy = checkpoint_policy(checkpoint, config, env)
     finally:
         env.close()
-    model = load_checkpoint_model(checkpoint, config, shape, num_actions)
-    policy = GreedyPolicy(model, num_actions, config.env.allowed_actions).eval()
-    metadata = describe(config, checkpoint, shape, str(space.dtype), num_actions)
+    shape = tuple(int(s) for s in space.shape)
+    example = torch.as_tensor(np.zeros((2, *shape), dtype=space.dtype))
+    metadata = describe(config, checkpoint, shape, str(space.dtype), policy.num_actions)
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tmp")
     batch = torch.export.Dim("batch")

@@ -104,7 +104,8 @@ class EnvSettings(ConfigSection):
     restart_workers: bool = Field(
         True,
         description="Restart a worker process that crashes, is killed or hangs; the episodes "
-        "it held end as truncated and training goes on (false: the run stops at once).",
+        "it held end as truncated and training goes on (false: the first fault stops the run "
+        "cleanly).",
     )
     max_restarts_per_minute: int = Field(
         10,

@@ -95,16 +95,9 @@ def record_checkpoint(
 ) -> Video:
     """Record greedy episodes of a checkpoint's agent (a run directory: its best one), each
     cut after `max_steps` steps (default: the run's `tester.max_episode_steps`)."""
-    import torch
-
     from ..envs.factory import make_env
     from ..envs.gym_backend import is_gym_id
-    from ..experiments.evaluation import (
-        find_checkpoint,
-        load_checkpoint_model,
-        read_checkpoint_config,
-    )
-    from ..experiments.policy import GreedyPolicy
+    from ..experiments.evaluation import checkpoint_policy, find_checkpoint, read_checkpoint_config
     from ..runtime.checkpoints import Checkpoint
 
     checkpoint = target if isinstance(target, Checkpoint) else find_checkpoint(target, best=True)
@@ -114,18 +107,9 @@ def record_checkpoint(
     env = make_env(config.game, config.env.observation)
     assert isinstance(env, OakEmuEnv)
     try:
-        space: Any = env.observation_space
-        num_actions = int(getattr(env.action_space, "n", 0))
-        model = load_checkpoint_model(checkpoint, config, tuple(space.shape), num_actions)
-        policy = GreedyPolicy(model, num_actions, config.env.allowed_actions).eval()
-
-        def choose(observation: npt.NDArray[Any]) -> int:
-            with torch.no_grad():
-                return int(policy(torch.from_numpy(np.asarray(observation)[None]))[0][0])
-
         return record(
             env,
-            choose,
+            checkpoint_policy(checkpoint, config, env).act,
             out,
             episodes=episodes,
             seed=seed,
