@@ -121,6 +121,27 @@ class ReplaySettings(_Section):
     writer_queue_size: int = Field(64, ge=1, description="Batches the writer queue holds.")
 
 
+class DQfDSettings(_Section):
+    """Learning from demonstrations as DQfD does (with `demos.paths` and `demos.learn`)."""
+
+    demo_fraction: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="Share of each learner batch drawn from the demonstration part of replay "
+        "(its n-step transitions are never overwritten).",
+    )
+    margin: float = Field(
+        0.8,
+        ge=0,
+        description="Large margin: the demonstrated action's Q must beat every other action's "
+        "by this much.",
+    )
+    margin_coef: float = Field(
+        1.0, ge=0, description="Weight of the large-margin loss against the TD loss."
+    )
+
+
 class ClipShaper(_Section):
     """Clip the reward into [min, max]."""
 
@@ -199,6 +220,9 @@ class DQNExperimentConfiguration(ExperimentConfiguration):
     )
     learner: LearnerSettings = Field(default_factory=LearnerSettings, description="The learner.")
     replay: ReplaySettings = Field(default_factory=ReplaySettings, description="Replay.")
+    dqfd: DQfDSettings = Field(
+        default_factory=DQfDSettings, description="Learning from demonstrations (DQfD)."
+    )
     reward_shaping: list[ShaperConfig] = Field(
         default_factory=list, description="Reward shapers, applied in order."
     )

@@ -22,7 +22,9 @@ class OakEmuEnv(gym.Env[Observation, np.int64]):
     """One game, one emulated Spectrum.
 
     `reset(seed=...)` runs the game's start procedure with `start.randomize`
-    drawing from that seed; `reset(state=...)` (or `options={"state": ...}`)
+    drawing from a seed taken from that seed's stream (`info["episode_seed"]`);
+    `options={"episode_seed": S}` runs it with exactly S, which rebuilds a recorded
+    episode's start; `reset(state=...)` (or `options={"state": ...}`)
     starts from a machine state saved with `save_state`. `step(action)` holds the
     action's keys for `frame_skip` frames; info carries `score`, `lives`, the
     step's `events` and the `outcome` (`win`, `loss`, `truncated` or None).
@@ -74,6 +76,9 @@ class OakEmuEnv(gym.Env[Observation, np.int64]):
         episode_seed: int | None = None
         if state is not None:
             self.session.reset_to_state(state)
+        elif options and options.get("episode_seed") is not None:
+            episode_seed = int(options["episode_seed"])
+            self.session.reset(episode_seed)
         else:
             episode_seed = int(self.np_random.integers(0, 2**31 - 1))
             self.session.reset(episode_seed)

@@ -16,6 +16,7 @@ from ..runtime.config_base import ConfigSection as _Section
 
 __all__ = [
     "ConfigError",
+    "PPOBCSettings",
     "PPOExperimentConfiguration",
     "PPOModelSettings",
     "PPOSettings",
@@ -93,6 +94,27 @@ class PPOSettings(_Section):
     )
 
 
+class PPOBCSettings(_Section):
+    """A behaviour-cloning loss on demonstrations (with `demos.paths` and `demos.learn`)."""
+
+    coef: float = Field(
+        1.0, ge=0, description="Weight of the BC loss (cross-entropy of demonstrated actions)."
+    )
+    final_coef: float = Field(0.0, ge=0, description="The weight at the end of the decay.")
+    decay_steps: int = Field(
+        100_000, ge=1, description="Env steps over which the weight falls linearly to final_coef."
+    )
+    batch_size: int = Field(
+        256, ge=1, description="Demonstration steps in each minibatch's BC loss."
+    )
+    cache_bytes: int = Field(
+        128 * 2**20,
+        ge=1,
+        description="Memory for materialised demonstration observations (an LRU cache; what "
+        "does not fit is rebuilt by replaying the demonstration when it is needed).",
+    )
+
+
 class PPOTesterSettings(TesterSettings):
     """Evaluation episodes: the most likely action, or one sampled from the policy."""
 
@@ -111,6 +133,9 @@ class PPOExperimentConfiguration(ExperimentConfiguration):
         default_factory=PPOModelSettings, description="The actor-critic network."
     )
     ppo: PPOSettings = Field(default_factory=PPOSettings, description="Rollouts and the update.")
+    bc: PPOBCSettings = Field(
+        default_factory=PPOBCSettings, description="Behaviour cloning on demonstrations."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> PPOExperimentConfiguration:

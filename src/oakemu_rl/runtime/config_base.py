@@ -202,6 +202,71 @@ class RestartPoolSettings(ConfigSection):
         le=1,
         description="Chance that a new training episode starts from a saved state.",
     )
+    priority: Literal["uniform", "return", "progress", "failure"] = Field(
+        "failure",
+        description="Which saved states are drawn most: 'uniform' all alike; 'return' by rank "
+        "of the return their episode had reached; 'progress' by rank of `progress_variable` "
+        "(later in the game first); 'failure' the states whose restarted episodes the agent "
+        "loses most (each state's losses over its restarts, shrunk towards one half).",
+    )
+    progress_variable: str | None = Field(
+        None,
+        description="A game variable that grows as the game goes on (e.g. 'sector'): with "
+        "priority 'progress' it ranks states, and TensorBoard shows where restarts start.",
+    )
+    max_bytes: int = Field(
+        256 * 2**20,
+        ge=1,
+        description="Memory the saved machine states may take (the lowest ranked go first).",
+    )
+
+
+class DemoSettings(ConfigSection):
+    """Demonstrations: trajectory files to learn from and to start training episodes from."""
+
+    paths: list[str] = Field(
+        default_factory=list,
+        description="Trajectory files, or directories of them (oakemu-rl demo, play --record, "
+        "a run's trajectories/). Empty: no demonstrations. `train --demos DIR` sets it.",
+    )
+    learn: bool = Field(
+        True,
+        description="Learn from the demonstrations' actions: PPO adds a behaviour-cloning loss "
+        "(ppo_bc), DQN keeps them in a demonstration part of replay with a large-margin loss "
+        "(dqfd).",
+    )
+    backplay: bool = Field(
+        True,
+        description="Start training episodes along the demonstrations, from a hand-over point "
+        "that begins near the end of each and moves earlier as the agent succeeds from it.",
+    )
+    backplay_probability: float = Field(
+        0.5, ge=0, le=1, description="Chance that a new training episode is a backplay one."
+    )
+    backplay_stride: int = Field(
+        50, ge=1, description="Agent steps by which a hand-over point moves earlier."
+    )
+    backplay_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Success rate from a hand-over point (a win, or the demonstration's "
+        "return from there) at which the point moves earlier.",
+    )
+    backplay_window: int = Field(
+        8, ge=1, description="Episodes from a hand-over point that decide its success rate."
+    )
+    random_steps: int = Field(
+        0,
+        ge=0,
+        description="Random actions taken right after the hand-over, before the agent acts "
+        "(spreads the starts around the demonstration).",
+    )
+    restart_states: bool = Field(
+        True,
+        description="Also put states along the demonstrations (every "
+        "restart_pool.save_every_steps) into the restart pool, when it is enabled.",
+    )
 
 
 class ExperimentConfiguration(ConfigSection):
@@ -242,6 +307,9 @@ class ExperimentConfiguration(ConfigSection):
     restart_pool: RestartPoolSettings = Field(
         default_factory=RestartPoolSettings, description="Restarts from saved machine states."
     )
+    demos: DemoSettings = Field(
+        default_factory=DemoSettings, description="Demonstrations (trajectory files)."
+    )
 
     def _check_shared(self) -> None:
         """Checks every algorithm's configuration passes (called by their validators)."""
@@ -251,6 +319,17 @@ class ExperimentConfiguration(ConfigSection):
             raise ValueError(
                 f"restart_pool.enabled: {self.game} is a Gymnasium env, which has no machine "
                 "state to save; restart pools need an OakEmu game"
+            )
+        pool = self.restart_pool
+        if pool.priority == "progress" and pool.progress_variable is None:
+            raise ValueError(
+                "restart_pool.priority: 'progress' ranks states by a game variable; set "
+                "restart_pool.progress_variable (e.g. 'sector')"
+            )
+        if self.demos.paths and self.game.startswith("gym:"):
+            raise ValueError(
+                f"demos.paths: {self.game} is a Gymnasium env; demonstrations replay "
+                "machine states of an OakEmu game"
             )
 
     def code_references(self) -> list[str]:
