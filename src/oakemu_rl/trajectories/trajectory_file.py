@@ -186,7 +186,9 @@ class Trajectory:
             try:
                 state = zlib.decompress(base64.b64decode(start["state"], validate=True))
             except (ValueError, zlib.error) as exc:
-                raise TrajectoryFileError(f"{origin}: start.state is not a packed state: {exc}")
+                raise TrajectoryFileError(
+                    f"{origin}: start.state is not a packed machine state: {exc}"
+                ) from None
         elif isinstance(start.get("seed"), int):
             seed = int(start["seed"])
         else:
@@ -208,7 +210,7 @@ class Trajectory:
                 start_state=state,
                 start_step=int(start.get("step", 0)),
                 outcome=data.get("outcome"),
-                episode_return=float(need("episode_return", int | float)),
+                episode_return=float(need("episode_return", (int, float))),
                 score=float(data.get("score", 0.0)),
                 lives_lost=int(data.get("lives_lost", 0)),
                 source=str(data.get("source", "run")),
