@@ -35,17 +35,20 @@ import torch
 from torch import nn
 
 from ..envs.multi_env import MultiEnvError
+from ..games.loader import load_game
 from ..runtime.actor import ActorBase
 from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointFile, CheckpointManager
 from ..runtime.config_base import ExperimentConfiguration
 from ..runtime.context import RuntimeContext
 from ..runtime.env_owner import EnvFactory, make_multi_env
 from ..runtime.metrics import ConsoleSink, MemorySink, MultiSink
+from ..runtime.progress import progress_bar
 from ..runtime.protocols import LearnerRuntime
 from ..runtime.rollback import RollbackController
 from ..runtime.state_adapter import RestoreMetadata, StateAdapterBase
 from ..runtime.tester import EvaluationAborted, EvaluationResult, TesterBase, is_better
 from ..runtime.thread_safe_model import ThreadSafeModel
+from ..trajectories.demonstrations import DemonstrationSet
 from .run_directory import (
     CONFIG_NAME,
     SUMMARY_NAME,
@@ -282,6 +285,7 @@ class Experiment(ABC, Generic[ConfigT]):
             log=self._message,
             on_give_up=self.context.request_stop,
         )
+        self.context.demonstrations = self._load_demonstrations()
         self._build_algorithm(env, shape, env.observation_space.dtype)
         self.tester: TesterBase[Any] = self.tester_type(
             self.context,
@@ -303,6 +307,30 @@ class Experiment(ABC, Generic[ConfigT]):
         )
         if checkpoint is not None:
             self._restore(checkpoint)
+
+    def _load_demonstrations(self) -> DemonstrationSet | None:
+        """The demonstrations `demos.paths` names, checked against the game and replayed
+        once (states saved along them); None without any."""
+        demos = self.config.demos
+        if not demos.paths:
+            return None
+        game = load_game(self.config.game)
+        found = DemonstrationSet.load(
+            demos.paths,
+            game,
+            self.config.env.observation,
+            self.config.restart_pool.save_every_steps,
+        )
+        with progress_bar(
+            found.total_steps, "replaying demonstrations", self.show_console
+        ) as advance:
+            found.prepare(advance)
+        won = sum(d.trajectory.won for d in found)
+        self._message(
+            f"demonstrations: {len(found)} ({won} won, {found.total_steps:,} steps) from "
+            f"{', '.join(demos.paths)}"
+        )
+        return found
 
     def _open_run(self) -> Checkpoint | None:
         """Open the run directory, its sinks and the seeded runtime context; returns the

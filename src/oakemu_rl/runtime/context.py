@@ -5,12 +5,15 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 import torch
 
 from .metrics import MetricsSink, NullSink
+
+if TYPE_CHECKING:
+    from ..trajectories.demonstrations import DemonstrationSet
 
 C = TypeVar("C")
 
@@ -31,6 +34,8 @@ class RuntimeContext(Generic[C]):
     seed: int = 0
     torch_threads: int = 0
     """Torch intra-op threads for every thread of the run (0: leave torch's default)."""
+    demonstrations: DemonstrationSet | None = None
+    """The run's demonstrations (`demos.paths`), loaded and checked; None without any."""
     rng: np.random.Generator = field(init=False)
 
     def __post_init__(self) -> None:

@@ -9,6 +9,7 @@ no demonstration needs its observations kept in memory.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,9 @@ class Demonstration:
 
 
 class DemonstrationSet:
-    """The demonstrations of a run, replayable in a private env of the calling process.
+    """The demonstrations of a run, replayable in a private env of this process.
+
+    Thread-safe: replays from different threads take turns on the private env.
 
     Args:
         demonstrations: the demonstrations (ids are their indices).
@@ -64,6 +67,7 @@ class DemonstrationSet:
         self.observation_config = observation_config
         self.stride = stride
         self._env: OakEmuEnv | None = None
+        self._lock = threading.RLock()
 
     @classmethod
     def load(
@@ -110,44 +114,47 @@ class DemonstrationSet:
         return self._env
 
     def close(self) -> None:
-        if self._env is not None:
-            self._env.close()
-            self._env = None
+        with self._lock:
+            if self._env is not None:
+                self._env.close()
+                self._env = None
 
     # -- replaying ------------------------------------------------------------------------
 
     def prepare(self, progress: Callable[[int], None] | None = None) -> None:
         """Replay each demonstration once, checking it and saving states along it."""
         for demo in self.demonstrations:
-            if demo.states is None:
-                try:
-                    demo.states = states_along(self.env, demo.trajectory, self.stride)
-                except TrajectoryFileError as exc:
-                    raise TrajectoryFileError(f"{demo.path}: {exc}") from None
+            self.states(demo.id)
             if progress is not None:
                 progress(demo.length)
 
     def states(self, demo_id: int) -> TrajectoryStates:
         """The states saved along a demonstration (replays it on first use)."""
         demo = self.demonstrations[demo_id]
-        if demo.states is None:
-            try:
-                demo.states = states_along(self.env, demo.trajectory, self.stride)
-            except TrajectoryFileError as exc:
-                raise TrajectoryFileError(f"{demo.path}: {exc}") from None
-        return demo.states
+        with self._lock:
+            if demo.states is None:
+                try:
+                    demo.states = states_along(self.env, demo.trajectory, self.stride)
+                except TrajectoryFileError as exc:
+                    raise TrajectoryFileError(f"{demo.path}: {exc}") from None
+            return demo.states
 
-    def steps(self, demo_id: int) -> Iterator[ReplayedStep]:
+    def steps(self, demo_id: int) -> list[ReplayedStep]:
         """Every step of a demonstration, replayed (observations, actions, rewards)."""
         demo = self.demonstrations[demo_id]
-        try:
-            yield from replay(self.env, demo.trajectory)
-        except TrajectoryFileError as exc:
-            raise TrajectoryFileError(f"{demo.path}: {exc}") from None
+        with self._lock:
+            try:
+                return list(replay(self.env, demo.trajectory))
+            except TrajectoryFileError as exc:
+                raise TrajectoryFileError(f"{demo.path}: {exc}") from None
 
     def observations(self, demo_id: int, steps: list[int]) -> dict[int, npt.NDArray[Any]]:
         """The observations before `steps` of a demonstration, each rebuilt from the
         nearest saved state (frame stacks included: the replay starts far enough back)."""
+        with self._lock:
+            return self._observations(demo_id, steps)
+
+    def _observations(self, demo_id: int, steps: list[int]) -> dict[int, npt.NDArray[Any]]:
         demo = self.demonstrations[demo_id]
         saved = self.states(demo_id)
         env = self.env
