@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -9,6 +10,9 @@ from typing import Any
 
 import yaml
 from pydantic import ValidationError
+from yaml.constructor import ConstructorError
+from yaml.error import Mark
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..emulator.errors import SnapshotError
 from ..emulator.snapshots import Snapshot, load_snapshot
@@ -66,6 +70,112 @@ def resolve_game_path(game: str | Path) -> Path:
         f"no bundled game of that name and no such YAML file; bundled games: "
         f"{', '.join(bundled) or 'none'}",
     )
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class DuplicateKeyError(ConstructorError):
+    """A key appears twice in one mapping of a YAML file."""
+
+    def __init__(self, key: Hashable, field: str, mark: Mark, first_mark: Mark) -> None:
+        self.key = key
+        self.field = field  # the duplicated key's path in the YAML, e.g. "data.score"
+        self.line = mark.line + 1  # 1-based, as an editor shows it
+        self.first_line = first_mark.line + 1
+        if self.line == self.first_line:
+            here = f"line {self.line}, column {mark.column + 1}"
+            there = f"column {first_mark.column + 1} of the same line"
+        else:
+            here, there = f"line {self.line}", f"line {self.first_line}"
+        super().__init__(
+            context="while constructing a mapping",
+            context_mark=first_mark,
+            problem=f"duplicate key {key!r} on {here}; first defined on {there}",
+            problem_mark=mark,
+        )
+
+
+class GameYamlLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, except that a key repeated in one mapping is a DuplicateKeyError
+    instead of "the last one wins". Keys brought in by a `<<` merge may still be overridden."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._checked: set[int] = set()
+        self._root: Node | None = None
+
+    def construct_document(self, node: Node) -> Any:
+        self._root = node
+        return super().construct_document(node)
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        self._check_duplicates(node)
+        return super().construct_mapping(node, deep=deep)
+
+    def flatten_mapping(self, node: MappingNode) -> None:
+        # A `<<` merge flattens the merged mapping into its own node: check it before that.
+        self._check_duplicates(node)
+        super().flatten_mapping(node)
+
+    def _check_duplicates(self, node: MappingNode) -> None:
+        if id(node) in self._checked or not isinstance(node, MappingNode):
+            return
+        self._checked.add(id(node))
+        seen: dict[Hashable, Node] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, ScalarNode) or key_node.tag == _MERGE_TAG:
+                continue  # a non-scalar key is left to PyYAML ("found unhashable key")
+            key = self.construct_object(key_node)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:
+                continue
+            if first is not key_node:
+                parent = _node_path(self._root, node) if self._root is not None else None
+                field = f"{parent}.{key_node.value}" if parent else str(key_node.value)
+                raise DuplicateKeyError(key, field, key_node.start_mark, first.start_mark)
+
+
+def _node_path(root: Node, target: Node) -> str | None:
+    """Where `target` sits under `root`, written as the loader names fields (a.b[0].c)."""
+    stack: list[tuple[Node, str]] = [(root, "")]
+    visited: set[int] = set()
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        if id(node) in visited:
+            continue  # an alias seen before (anchors may even be recursive)
+        visited.add(id(node))
+        children: list[tuple[Node, str]] = []
+        if isinstance(node, MappingNode):
+            for key_node, value_node in node.value:
+                if isinstance(key_node, ScalarNode) and key_node.tag != _MERGE_TAG:
+                    children.append(
+                        (value_node, f"{path}.{key_node.value}" if path else key_node.value)
+                    )
+                else:
+                    children.append((value_node, path))
+        elif isinstance(node, SequenceNode):
+            children = [(item, f"{path}[{n}]") for n, item in enumerate(node.value)]
+        stack.extend(reversed(children))  # depth first, in document order
+    return None
+
+
+def read_game_yaml(text: str, path: Path) -> Any:
+    """Parse a game YAML's text with GameYamlLoader, raising GameDefinitionError."""
+    try:
+        return yaml.load(text, Loader=GameYamlLoader)  # a SafeLoader subclass
+    except DuplicateKeyError as exc:
+        raise GameDefinitionError(
+            path, exc.field, f"{exc.problem}; expected each key once in a mapping"
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise GameDefinitionError(path, where, f"invalid YAML: {problem}") from None
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -161,14 +271,7 @@ def load_game(game: str | Path) -> GameDefinition:
         raise GameDefinitionError(path, "", "file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise GameDefinitionError(path, "", f"cannot be read: {exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise GameDefinitionError(path, where, f"invalid YAML: {problem}") from None
-    spec = parse_game(data, path)
+    spec = parse_game(read_game_yaml(text, path), path)
     definition = GameDefinition(spec, path)
     try:
         snapshot = definition.snapshot

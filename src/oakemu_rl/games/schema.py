@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    FiniteFloat,
     ValidationError,
     field_validator,
     model_validator,
@@ -22,8 +25,37 @@ ConditionOp = Literal[
     "less-than", "greater-than", "less-or-equal", "greater-or-equal",
 ]  # fmt: skip
 CONDITION_OPS: tuple[str, ...] = ConditionOp.__args__  # type: ignore[attr-defined]
+#: The ops that compare the variable with `reference`, which they therefore require.
+COMPARISON_OPS: frozenset[str] = frozenset(
+    ("equal", "not-equal", "less-than", "greater-than", "less-or-equal", "greater-or-equal")
+)
 
-Address = int
+_HEX_ADDRESS = re.compile(r"0[xX][0-9a-fA-F]+")
+_DECIMAL_ADDRESS = re.compile(r"[0-9]+")
+_ADDRESS_FORMS = (
+    "expected a valid integer address: a number such as 0x8009 or 32777, or a string of "
+    "'0x' and hex digits (such as '0x8009') or of decimal digits (such as '32777')"
+)
+
+
+def _parse_address(value: Any) -> Any:
+    """An int as it is; a '0x...' hex or decimal-digit string as its int; else an error.
+
+    The range is checked afterwards, as for a plain int.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if _HEX_ADDRESS.fullmatch(value):
+            return int(value, 16)
+        if _DECIMAL_ADDRESS.fullmatch(value):
+            if len(value.lstrip("0")) > 5:  # also keeps int() clear of its digit limit
+                raise ValueError(f"address {value!r} is out of range; expected 0x0000-0xFFFF")
+            return int(value)
+    raise ValueError(f"{_ADDRESS_FORMS}; got {value!r}")
+
+
+Address = Annotated[int, BeforeValidator(_parse_address)]
 KeyName = Annotated[str, AfterValidator(canonical_key)]
 
 
@@ -118,14 +150,16 @@ _STEP_KINDS: dict[str, type[StrictModel]] = {
 
 
 class VariableReward(StrictModel):
-    reward: float = 0.0
-    penalty: float = 0.0
+    reward: FiniteFloat = 0.0
+    penalty: FiniteFloat = 0.0
 
 
 class RewardSpec(StrictModel):
+    """Every number here must be finite: no .inf or .nan."""
+
     variables: dict[str, VariableReward] = Field(default_factory=dict)
-    events: dict[str, float] = Field(default_factory=dict)
-    time: float = 0.0
+    events: dict[str, FiniteFloat] = Field(default_factory=dict)
+    time: FiniteFloat = 0.0
 
 
 class Condition(StrictModel):
@@ -143,6 +177,13 @@ class Condition(StrictModel):
             raise ValueError("a condition needs exactly one of 'variable' or 'event'")
         if self.variable is not None and self.op is None:
             raise ValueError(f"condition on {self.variable!r} needs an 'op'")
+        comparison = self.variable is not None and self.op in COMPARISON_OPS
+        if comparison and "reference" not in self.model_fields_set:
+            raise ValueError(
+                f"op {self.op!r} compares {self.variable!r} with 'reference', which is missing; "
+                f"expected an integer reference, such as {{variable: {self.variable}, "
+                f"op: {self.op}, reference: 10}} (zero, nonzero, positive and negative need none)"
+            )
         return self
 
 
