@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..emulator.errors import EmulatorError
 from ..games.errors import GameDefinitionError, StartProcedureError
+from ..trajectories.trajectory_file import TrajectoryFileError
 
 
 class UsageError(Exception):
@@ -17,4 +18,5 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     EmulatorError,
     FileNotFoundError,
     NotImplementedError,
+    TrajectoryFileError,
 )

@@ -14,9 +14,12 @@ from . import (
     export_cmd,
     games_cmd,
     inspect_cmd,
+    play_cmd,
     play_onnx_cmd,
     plot_cmd,
+    replay_cmd,
     train_cmd,
+    trajectories_cmd,
 )
 from .errors import USER_ERRORS
 
@@ -35,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         plot_cmd,
         export_cmd,
         play_onnx_cmd,
+        trajectories_cmd,
+        replay_cmd,
+        play_cmd,
     )
     for module in (*commands, config_cmd):
         module.add_parser(sub)
