@@ -100,8 +100,8 @@ def test_actor_fills_columns_parks_envs_and_bootstraps(tmp_path: Path) -> None:
 def test_actor_properties_bc_refusal_and_runtime_state(tmp_path: Path) -> None:
     c = build_components(tmp_path)
     assert c.actor.replay_observation_cache is None
-    # Behaviour cloning is not in this version: asking for it is an error, not a no-op.
-    with pytest.raises(NotImplementedError, match="behaviour cloning"):
+    # Materialising needs a cache and demonstrations: without them it is an error.
+    with pytest.raises(ValueError, match="replay_observation_cache"):
         c.actor.set_bc_materialisation_source(BCMaterialisationSource())
     c.actor.set_bc_materialisation_source(None)
 
@@ -114,11 +114,14 @@ def test_actor_properties_bc_refusal_and_runtime_state(tmp_path: Path) -> None:
     other = build_components(tmp_path / "other")
     from oakemu_rl.ppo.actor import PPOActor
 
-    with pytest.raises(NotImplementedError, match="behaviour cloning"):
-        PPOActor(
-            other.context, other.actor_model, other.container, other.buffer, other.handshake,
-            replay_observation_cache=ReplayObservationCache(8),
-        )  # fmt: skip
+    cache = ReplayObservationCache(8)
+    with_cache = PPOActor(
+        other.context, other.actor_model, other.container, other.buffer, other.handshake,
+        replay_observation_cache=cache,
+    )  # fmt: skip
+    assert with_cache.replay_observation_cache is cache
+    with pytest.raises(ValueError, match="demonstrations"):  # the context has none
+        with_cache.set_bc_materialisation_source(BCMaterialisationSource())
     actor = PPOActor(
         other.context, other.actor_model, other.container, other.buffer, other.handshake
     )

@@ -232,17 +232,17 @@ def test_config_errors_name_the_file_the_field_and_the_value(tmp_path: Path) -> 
 
 
 def test_replay_observation_cache_is_bounded_lru_and_copies() -> None:
-    cache = ReplayObservationCache(capacity=2)
+    cache = ReplayObservationCache(max_bytes=8)  # two observations of 4 bytes
     obs = np.arange(4, dtype=np.uint8)
     cache.put(7, 0, obs)
     obs[:] = 99  # the cache holds its own copy
     cache.put(7, 1, obs)
     assert cache.get(7, 0) is not None and cache.get(7, 0)[0] == 0  # type: ignore[index]
     cache.put(8, 0, obs)  # evicts (7, 1): (7, 0) was used more recently
-    assert (7, 1) not in cache and (7, 0) in cache and len(cache) == 2
+    assert (7, 1) not in cache and (7, 0) in cache and len(cache) == 2 and cache.nbytes == 8
     assert cache.get(7, 1) is None and cache.misses == 1
     assert cache.missing([(7, 0), (9, 9)]) == [(9, 9)]
-    assert cache.discard_trajectory(7) == 1 and len(cache) == 1
+    assert cache.discard_trajectory(7) == 1 and len(cache) == 1 and cache.nbytes == 4
 
 
 def test_bc_materialisation_source_queue() -> None:

@@ -15,7 +15,7 @@ from ..runtime.actor import ActorBase, EpisodeObserver
 from ..runtime.context import RuntimeContext
 from ..runtime.env_lifecycle import ActorRuntimeState, EnvironmentState
 from ..runtime.thread_safe_model import ThreadSafeModel
-from .bc import BCMaterialisationSource, ReplayObservationCache
+from .bc import BCMaterialisationSource, BCMaterialiser, ReplayObservationCache
 from .config import PPOExperimentConfiguration
 from .handshake import RolloutHandshake
 from .model import PPOModel
@@ -31,10 +31,11 @@ _ACT = 0  # choose, store and submit an action
 _BOOTSTRAP = 1  # the env's column is full: only the value (GAE bootstrap); the env waits
 _TRUNCATION = 2  # the value of a truncated step's final observation
 
-_BC_NOT_AVAILABLE = (
-    "behaviour cloning (the replay observation cache and its materialisation source) "
-    "is not available in this version of OakEmu-RL"
-)
+# Between results, rebuilding demonstration observations for behaviour cloning may take
+# about this many emulator steps for each env step the actor has handled (a quarter of
+# its envs' pace at most); while it waits for the learner it takes as many as there are.
+_BC_REPLAY_SHARE = 0.25
+_BC_IDLE_WAIT_S = 0.01
 
 
 @dataclass
@@ -61,6 +62,11 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
     waits only when the next rollout is full before the learner is done, and for the
     rollouts the handshake says must be waited for (those that end at a checkpoint).
 
+    With behaviour cloning (`set_bc_materialisation_source`), the actor rebuilds the
+    demonstration observations the learner's BC sampler asks for into the replay
+    observation cache: while it waits for the learner, and between results within a
+    budget of emulator steps (`_BC_REPLAY_SHARE` of the env steps it handles).
+
     Args:
         context: The shared runtime context.
         actor_model: The local PPO model for action selection.
@@ -70,8 +76,8 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
         episode_observer: Optional observer invoked with each completed episode's data:
             its scalars (`episode/return`, `episode/length`, ...), the env step, and
             whether the episode was won.
-        replay_observation_cache: Shared replay observation cache for behaviour cloning;
-            not available in this version (anything but None is refused).
+        replay_observation_cache: The replay observation cache shared with the
+            learner-side BC sampler (where materialised demonstration observations go).
         env_factory: Optional multi-environment factory (default: the configured game).
     """
 
@@ -92,8 +98,6 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
                 f"the rollout buffer has {rollout_buffer.num_envs} columns; "
                 f"env.num_envs is {config.env.num_envs}"
             )
-        if replay_observation_cache is not None:
-            raise NotImplementedError(_BC_NOT_AVAILABLE)
         super().__init__(context, actor_model, learner_model, env_factory, episode_observer)
         self.actor_model: PPOModel = actor_model
         self.rollout_buffer = rollout_buffer
@@ -106,14 +110,17 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
         self._overlap = config.ppo.overlap_collection
         self._spare_buffer: RolloutBuffer | None = None
         self._synced_release = 0
+        self._replay_cache = replay_observation_cache
+        self._bc: BCMaterialiser | None = None
+        self._bc_credit = 0.0
+        self._bc_mark = 0
 
     # -- properties ---------------------------------------------------------------------
 
     @property
     def replay_observation_cache(self) -> ReplayObservationCache | None:
-        """Get the replay observation cache shared with the learner-side BC sampler, if enabled
-        (never, in this version)."""
-        return None
+        """Get the replay observation cache shared with the learner-side BC sampler, if enabled."""
+        return self._replay_cache
 
     @property
     def parked_envs(self) -> int:
@@ -123,14 +130,39 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
     def set_bc_materialisation_source(self, source: BCMaterialisationSource | None) -> None:
         """Attach the learner-side BC sampler's materialisation queue.
 
-        Behaviour cloning is not available in this version: None is accepted (nothing to
-        attach), a source is refused with NotImplementedError.
+        The actor then rebuilds the requested observations of the run's demonstrations
+        (`context.demonstrations`) into the replay observation cache.
 
         Args:
             source: The request source, or None to disable materialisation.
+
+        Raises:
+            ValueError: a source without a replay observation cache or demonstrations.
         """
-        if source is not None:
-            raise NotImplementedError(_BC_NOT_AVAILABLE)
+        if source is None:
+            self._bc = None
+            return
+        demonstrations = self.context.demonstrations
+        if self._replay_cache is None or demonstrations is None:
+            raise ValueError(
+                "materialising demonstration observations needs the actor's "
+                "replay_observation_cache and the run's demonstrations (context.demonstrations)"
+            )
+        self._bc = BCMaterialiser(source, self._replay_cache, demonstrations)
+
+    @property
+    def bc_materialised(self) -> int:
+        """Demonstration observations this actor has rebuilt for the BC sampler."""
+        return self._bc.materialised if self._bc is not None else 0
+
+    def materialise_bc_requests(self, budget: float | None = None) -> int:
+        """Rebuild requested demonstration observations into the cache, within `budget`
+        emulator steps (None: every request waiting); returns how many were rebuilt."""
+        if self._bc is None:
+            return 0
+        before = self._bc.materialised
+        self._bc.serve(float("inf") if budget is None else budget)
+        return self._bc.materialised - before
 
     # -- weights ------------------------------------------------------------------------
 
@@ -242,11 +274,31 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
             return False
         if self._overlap:
             self._sync_released_weights()
+        if self._bc is not None:
+            credit = self._bc_credit + _BC_REPLAY_SHARE * (self._steps - self._bc_mark)
+            self._bc_mark = self._steps
+            # Capped, yet always enough for the dearest observation.
+            credit = min(credit, 2.0 * self._bc.max_cost)
+            self._bc_credit = credit - self._bc.serve(credit)
         return True
 
     def _after_loop(self) -> None:
         if self._overlap:
-            self.rollout_handshake.wait_for_release()  # the last rollout is trained on
+            self._await_release()  # the last rollout is trained on
+
+    def _await_release(self) -> bool:
+        """Wait for the learner to release the rollout (False when stopped), rebuilding
+        requested demonstration observations meanwhile."""
+        handshake, bc = self.rollout_handshake, self._bc
+        if bc is None:
+            return handshake.wait_for_release()
+        # The learner never waits for these observations, so serving them here cannot hold
+        # up the release; each round serves at most one observation, then looks again.
+        while not handshake.wait_for_release(timeout=0.0 if bc.pending else _BC_IDLE_WAIT_S):
+            if handshake.stopped:
+                return False
+            bc.serve(bc.max_cost)
+        return True
 
     def _hand_off(self, env: OakEmuMultiEnv) -> bool:
         """Give the full rollout to the learner, wait (unless collection overlaps training),
@@ -256,18 +308,19 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
         full = self.rollout_buffer
         full.end_step = self._steps
         if not self._overlap:
-            if not handshake.submit_and_wait(rollout=full):
+            handshake.signal_full(full)
+            if not self._await_release():
                 return False
             self._sync_weights()
         else:
-            if not handshake.wait_for_release():  # the learner is done with the previous one
+            if not self._await_release():  # the learner is done with the previous one
                 return False
             self._sync_released_weights()
             # Asked before the hand-over: the learner's hook for this rollout may run soon after.
             waits = handshake.must_wait(self._steps)
             handshake.signal_full(full)
             if waits:
-                if not handshake.wait_for_release():
+                if not self._await_release():
                     return False
                 self._sync_released_weights()
             else:
@@ -283,10 +336,14 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
         return True
 
     def _actor_scalars(self) -> dict[str, float]:
-        return {
+        scalars = {
             "perf/actor_wait_s": self.rollout_handshake.actor_wait_s,
             "actor/parked_envs": float(len(self._parked)),
         }
+        if self._bc is not None:
+            scalars["actor/bc_materialised"] = float(self._bc.materialised)
+            scalars["actor/bc_pending"] = float(self._bc.pending)
+        return scalars
 
     # -- state ----------------------------------------------------------------------------
 

@@ -6,8 +6,11 @@ Per rollout (CleanRL's recipe):
 2. compute GAE(lambda) advantages and returns in the rollout buffer;
 3. for `epochs` epochs, for each of `minibatches` shuffled minibatches: the clipped
    surrogate policy loss on (per-minibatch normalised) advantages, the (clipped)
-   value loss and the entropy bonus; one Adam step with gradient-norm clipping;
-   stop the epochs early once the approximate KL exceeds `target_kl`;
+   value loss and the entropy bonus; with demonstrations, plus coef(t) x the
+   behaviour-cloning loss (the cross-entropy of the demonstrated actions under the
+   policy, on a batch of demonstration steps from the `BCSampler`); one Adam step
+   with gradient-norm clipping; stop the epochs early once the approximate KL
+   exceeds `target_kl`;
 4. publish the weights through the ThreadSafeModel, run the rollout hooks
    (checkpoints, evaluation requests) and release the actor.
 
@@ -25,10 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..runtime.context import RuntimeContext
 from ..runtime.thread_safe_model import ThreadSafeModel
+from .bc import BCSampler, bc_coefficient
 from .config import PPOExperimentConfiguration
 from .handshake import RolloutHandshake
 from .model import PPOModel
@@ -43,6 +48,8 @@ RolloutHook = Callable[[int], None]
 
 #: The per-update statistics, averaged over a rollout's updates as `train/<name>`.
 _STATS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
+#: The same for the minibatches with a behaviour-cloning loss.
+_BC_STATS = ("bc_loss", "bc_agreement")
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -64,6 +71,8 @@ class PPOLearner:
         on_rollout: called on the learner thread with the env step each trained rollout
             ends at, after its weights are published and before the actor is released
             (the experiment checkpoints and requests evaluations there).
+        bc_sampler: demonstration steps for a behaviour-cloning loss, weighted by
+            `bc_coefficient(config.bc, step)` (None: no BC loss).
     """
 
     def __init__(
@@ -77,6 +86,7 @@ class PPOLearner:
         *,
         monitor: TrainingMonitor | None = None,
         on_rollout: RolloutHook | None = None,
+        bc_sampler: BCSampler | None = None,
     ) -> None:
         self.context = context
         self.config = context.config
@@ -90,6 +100,7 @@ class PPOLearner:
         self._env_steps = env_steps
         self.monitor = monitor
         self.on_rollout = on_rollout
+        self.bc_sampler = bc_sampler
         self.generator = torch.Generator().manual_seed(context.seed + 7919)
         self.updates = 0
         self.rollouts = 0
@@ -144,6 +155,8 @@ class PPOLearner:
         # end: a float() per statistic and update costs more than the update's arithmetic
         # on a small network.
         stats: list[torch.Tensor] = []
+        bc_stats: list[torch.Tensor] = []
+        bc_coef = bc_coefficient(self.config.bc, step) if self.bc_sampler is not None else 0.0
         epochs_done = 0
         stopped_early = False
         for _ in range(s.epochs):
@@ -174,6 +187,11 @@ class PPOLearner:
                     value_loss = 0.5 * ((new_values - batch.returns) ** 2).mean()
                 entropy_mean = entropy.mean()
                 loss = policy_loss - s.ent_coef * entropy_mean + s.vf_coef * value_loss
+                bc = self._bc_terms() if bc_coef > 0 else None
+                if bc is not None:
+                    bc_loss, bc_agreement = bc
+                    loss = loss + bc_coef * bc_loss
+                    bc_stats.append(torch.stack((bc_loss.detach(), bc_agreement)))
 
                 if not bool(torch.isfinite(loss)):
                     return self._non_finite(loss, step)
@@ -215,6 +233,15 @@ class PPOLearner:
         if stats:
             means = torch.stack(stats).mean(dim=0).tolist()
             metrics = {f"train/{name}": value for name, value in zip(_STATS, means, strict=True)}
+        if self.bc_sampler is not None:
+            metrics["train/bc_coef"] = bc_coef
+            metrics["train/bc_minibatches"] = float(len(bc_stats))
+            metrics["train/bc_cache_hit_rate"] = self.bc_sampler.hit_rate
+            if bc_stats:
+                means = torch.stack(bc_stats).mean(dim=0).tolist()
+                metrics.update(
+                    {f"train/{name}": value for name, value in zip(_BC_STATS, means, strict=True)}
+                )
         values, returns = buffer.values.reshape(-1), buffer.returns.reshape(-1)
         variance = float(np.var(returns))
         explained = 1.0 - float(np.var(returns - values)) / variance if variance else float("nan")
@@ -237,6 +264,22 @@ class PPOLearner:
         for name, value in metrics.items():
             self.context.metrics.scalar(name, value, step)
         return metrics
+
+    def _bc_terms(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The BC loss on a batch of demonstration steps (the cross-entropy of the
+        demonstrated actions under the masked policy) and the share of them where the
+        policy's most likely action is the demonstrated one; None when too few are cached."""
+        assert self.bc_sampler is not None
+        demo = self.bc_sampler.sample()
+        if demo is None:
+            return None
+        device = self.context.device
+        observations = torch.from_numpy(demo.observations).to(device)
+        actions = torch.from_numpy(demo.actions).to(device)
+        logits = self.model(observations)
+        loss = F.cross_entropy(logits, actions)
+        agreement = (logits.detach().argmax(dim=-1) == actions).to(loss.dtype).mean()
+        return loss, agreement
 
     def _non_finite(self, value: torch.Tensor, step: int) -> dict[str, float]:
         self.optimizer.zero_grad(set_to_none=True)
@@ -293,12 +336,15 @@ class PPOLearner:
 
     def state_dict(self) -> dict[str, Any]:
         """Counters, learning-rate scale and minibatch RNG (model and optimizer are saved apart)."""
-        return {
+        state: dict[str, Any] = {
             "updates": self.updates,
             "rollouts": self.rollouts,
             "lr_scale": self.lr_scale,
             "generator": self.generator.get_state(),
         }
+        if self.bc_sampler is not None:
+            state["bc_sampler"] = self.bc_sampler.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any], *, keep_counters: bool = False) -> None:
         """Restore what `state_dict` returned; with `keep_counters` (a rollback) the update
@@ -310,3 +356,5 @@ class PPOLearner:
         generator = state.get("generator")
         if generator is not None:
             self.generator.set_state(generator)
+        if self.bc_sampler is not None and state.get("bc_sampler") is not None:
+            self.bc_sampler.load_state_dict(state["bc_sampler"])
