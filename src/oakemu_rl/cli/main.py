@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from .. import __version__
 from . import (
     config_cmd,
+    demo_cmd,
     evaluate_cmd,
     export_cmd,
     games_cmd,
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         inspect_cmd,
         train_cmd,
         evaluate_cmd,
+        demo_cmd,
         plot_cmd,
         export_cmd,
         play_onnx_cmd,

@@ -56,6 +56,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument(
         "--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR"
     )
+    parser.add_argument(
+        "--demos",
+        type=Path,
+        action="append",
+        metavar="PATH",
+        help="learn from these demonstrations (trajectory files or directories of them, "
+        "e.g. from `oakemu-rl demo`); repeatable; sets demos.paths",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     add_allow_code_flag(parser)
     parser.set_defaults(handler=run)
@@ -91,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
                     ("--game", args.game),
                     ("--seed", args.seed),
                     ("--run-dir", args.run_dir),
+                    ("--demos", args.demos),
                 )
                 if value is not None
             ]
@@ -109,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             config = load_config(args.algo, args.config, args.game)
             config = config.with_overrides(total_steps=args.steps, seed=args.seed)
+            if args.demos:
+                config = with_demos(config, args.demos)
             # A wrong game fails here, before any worker starts or any file is written.
             if is_gym_id(config.game):
                 check_gym_id(config.game)
@@ -130,6 +141,15 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, RunError, CheckpointError, GymEnvError) as exc:
         raise UsageError(str(exc)) from None
     return 0
+
+
+def with_demos(config: ExperimentConfiguration, paths: list[Path]) -> ExperimentConfiguration:
+    """`config` learning from the demonstrations under `paths` (each must exist)."""
+    for path in paths:
+        if not path.exists():
+            raise UsageError(f"--demos {path}: no such file or directory")
+    demos = config.demos.model_dump(mode="json") | {"paths": [str(p) for p in paths]}
+    return config.with_overrides(demos=demos)
 
 
 def load_config(

@@ -38,7 +38,7 @@ from ..envs.multi_env import MultiEnvError
 from ..games.loader import load_game
 from ..runtime.actor import ActorBase
 from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointFile, CheckpointManager
-from ..runtime.config_base import ExperimentConfiguration
+from ..runtime.config_base import ConfigError, ExperimentConfiguration
 from ..runtime.context import RuntimeContext
 from ..runtime.env_owner import EnvFactory, make_multi_env
 from ..runtime.metrics import ConsoleSink, MemorySink, MultiSink
@@ -49,6 +49,7 @@ from ..runtime.state_adapter import RestoreMetadata, StateAdapterBase
 from ..runtime.tester import EvaluationAborted, EvaluationResult, TesterBase, is_better
 from ..runtime.thread_safe_model import ThreadSafeModel
 from ..trajectories.demonstrations import DemonstrationSet
+from ..trajectories.trajectory_file import game_file_label, game_sha256
 from .run_directory import (
     CONFIG_NAME,
     SUMMARY_NAME,
@@ -285,6 +286,7 @@ class Experiment(ABC, Generic[ConfigT]):
             log=self._message,
             on_give_up=self.context.request_stop,
         )
+        self._game_identity = self._check_game_settings()
         self.context.demonstrations = self._load_demonstrations()
         self._build_algorithm(env, shape, env.observation_space.dtype)
         self.tester: TesterBase[Any] = self.tester_type(
@@ -307,6 +309,31 @@ class Experiment(ABC, Generic[ConfigT]):
         )
         if checkpoint is not None:
             self._restore(checkpoint)
+
+    def _check_game_settings(self) -> tuple[str, str, str] | None:
+        """Check the settings that name game variables; returns the game's (name, file
+        label, YAML hash) that its trajectory files carry (None for a Gymnasium env)."""
+        config = self.config
+        if config.game.startswith("gym:"):
+            return None
+        game = load_game(config.game)
+        progress = config.restart_pool.progress_variable
+        if progress is not None and progress not in game.spec.data:
+            raise ConfigError(
+                f"restart_pool.progress_variable: {progress!r} is not a data variable of "
+                f"{game.path}; defined: {', '.join(game.spec.data)}"
+            )
+        return game.name, game_file_label(game), game_sha256(game.path)
+
+    def _write_trajectories(self) -> None:
+        """The run's kept episodes (wins and best) as trajectory files in trajectories/."""
+        if self._game_identity is not None:
+            self.actor.trajectory_runtime.write(self.trajectories_dir, *self._game_identity)
+
+    @property
+    def trajectories_dir(self) -> Path:
+        """Where the run's trajectory files go."""
+        return self.run_dir / "trajectories"
 
     def _load_demonstrations(self) -> DemonstrationSet | None:
         """The demonstrations `demos.paths` names, checked against the game and replayed
@@ -452,6 +479,7 @@ class Experiment(ABC, Generic[ConfigT]):
             extra={"algo": self.algo, "total_rollbacks": self.rollback.total_rollbacks},
         )
         self._last_checkpoint_step = step
+        self._write_trajectories()
         return checkpoint
 
     def _roll_back_to(self, checkpoint: Checkpoint, lr_scale: float) -> int:

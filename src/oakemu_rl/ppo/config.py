@@ -140,6 +140,11 @@ class PPOExperimentConfiguration(ExperimentConfiguration):
     @model_validator(mode="after")
     def _consistent(self) -> PPOExperimentConfiguration:
         self._check_shared()
+        if self.demos.random_steps:
+            raise ValueError(
+                "demos.random_steps: PPO learns from its own policy's actions, and random "
+                "hand-over steps would be off-policy; set it to 0 (DQN takes them)"
+            )
         batch = self.env.num_envs * self.ppo.rollout_steps
         if self.ppo.minibatches > batch:
             raise ValueError(

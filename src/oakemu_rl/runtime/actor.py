@@ -28,6 +28,7 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
+from ..trajectories.backplay import Backplay, HandOver
 from ..trajectories.coordinator import TrajectoryEpisodeCoordinator
 from ..trajectories.restart_pool import RestartPool
 from .config_base import ExperimentConfiguration
@@ -82,9 +83,36 @@ class ActorBase(ABC, Generic[C, E]):
         self.episode_metrics = EpisodeMetrics()
         self._trajectory_runtime = TrajectoryEpisodeCoordinator()
         pool = config.restart_pool
-        self._restart_pool = RestartPool(pool.capacity) if pool.enabled else None
+        self._restart_pool = (
+            RestartPool(pool.capacity, priority=pool.priority, max_bytes=pool.max_bytes)
+            if pool.enabled
+            else None
+        )
         self._restart_rng = context.spawn_rng("restart_pool")
         self._restarted_episodes = 0
+        self._backplay_episodes = 0
+        self._restart_starts: list[tuple[float, float | None]] = []  # (step, progress)
+        demonstrations = context.demonstrations
+        demos = config.demos
+        self._backplay = (
+            Backplay(demonstrations, demos.backplay_threshold, demos.backplay_window)
+            if demonstrations is not None and demos.backplay
+            else None
+        )
+        if self._restart_pool is not None and demonstrations is not None and demos.restart_states:
+            progress = pool.progress_variable
+            for demo in demonstrations:
+                saved = demonstrations.states(demo.id)
+                for step, state, collected, values in zip(
+                    saved.steps, saved.states, saved.returns, saved.values, strict=True
+                ):
+                    self._restart_pool.add(
+                        state,
+                        episode_return=collected,
+                        episode_step=step,
+                        progress=None if progress is None else values.get(progress),
+                        source="demo",
+                    )
         self._worker_restarts = 0  # by the multi-envs of earlier `run` calls and sessions
         self._inference: InferenceBatch[E] = InferenceBatch(num_envs)
         self._steps = 0
@@ -139,6 +167,11 @@ class ActorBase(ABC, Generic[C, E]):
     def restart_pool(self) -> RestartPool | None:
         """Get the restart pool, or None when restarts are not configured."""
         return self._restart_pool
+
+    @property
+    def backplay(self) -> Backplay | None:
+        """Get the backplay schedule, or None without demonstrations or backplay."""
+        return self._backplay
 
     @property
     def env(self) -> OakEmuMultiEnv | None:
@@ -200,8 +233,16 @@ class ActorBase(ABC, Generic[C, E]):
         state = self.lifecycle[result.env_id]
         if result.is_reset or state.awaiting_reset:
             state.begin_episode(result.observation, result.info)
+            state.extra["start_lives"] = state.last_lives
+            start_state, start_step = state.extra.get("start_state"), 0
+            if start_state is not None:
+                start_step = int(state.extra.get("start_step", 0))
             self._trajectory_runtime.begin_episode(
-                state.env_id, start_point=state.start_point, seed=state.episode_seed
+                state.env_id,
+                start_point=state.start_point,
+                seed=state.episode_seed,
+                start_state=start_state,
+                start_step=start_step,
             )
             self._on_episode_start(env, state, result)
             return
@@ -222,8 +263,12 @@ class ActorBase(ABC, Generic[C, E]):
             outcome = result.info.get("outcome") or ("loss" if result.terminated else "truncated")
             self._end_episode(env, state, str(outcome))
         else:
-            self._save_restart_state(env, state)
+            self._save_restart_state(env, state, result.info)
             state.observation = next_observation
+            if state.random_control:
+                left = int(state.extra.get("random_left", 0)) - 1
+                state.extra["random_left"] = left
+                state.random_control = left > 0
             self._choose_action(env, state)
         step = self._steps
         if step % self.config.logging.log_every_steps == 0:
@@ -239,13 +284,28 @@ class ActorBase(ABC, Generic[C, E]):
             step=self._steps,
             shaped_return=state.shaped_return,
         )
+        start_lives = state.extra.get("start_lives")
+        lives_lost = (
+            max(0, int(start_lives) - int(state.last_lives))
+            if start_lives is not None and state.last_lives is not None
+            else 0
+        )
         self._trajectory_runtime.end_episode(
             state.env_id,
             outcome=outcome,
             episode_return=state.episode_return,
             score=state.last_score,
             step=self._steps,
+            lives_lost=lives_lost,
         )
+        hand_over: HandOver | None = state.extra.pop("hand_over", None)
+        if hand_over is not None and self._backplay is not None:
+            self._backplay.report(
+                hand_over, won=outcome == "win", episode_return=state.episode_return
+            )
+        restart_id = state.extra.pop("restart_id", None)
+        if restart_id is not None and self._restart_pool is not None:
+            self._restart_pool.report(restart_id, failed=outcome == "loss" or lives_lost > 0)
         for name, value in scalars.items():
             self.context.metrics.scalar(name, value, self._steps)
         if self.episode_observer is not None:
@@ -255,30 +315,61 @@ class ActorBase(ABC, Generic[C, E]):
     # -- restarts -----------------------------------------------------------------------
 
     def _request_reset(self, env: OakEmuMultiEnv, state: EnvironmentState) -> None:
-        """Start a new episode: from a restart-pool state with the configured probability,
-        else from the game's start."""
+        """Start a new episode: at a demonstration's backplay hand-over point, or from a
+        restart-pool state, each with its configured probability; else from the game's
+        start."""
         machine_state: bytes | None = None
+        start_point = "initial"
+        state.extra.pop("hand_over", None)
+        state.extra.pop("restart_id", None)
+        state.extra.pop("start_state", None)
+        state.random_control = False
+        rng = self._restart_rng
+        demos = self.config.demos
         pool = self._restart_pool
-        if (
+        if self._backplay is not None and rng.random() < demos.backplay_probability:
+            hand_over = self._backplay.sample(rng)
+            machine_state, start_point = hand_over.state, "backplay"
+            state.extra["hand_over"] = hand_over
+            state.extra["start_step"] = hand_over.step
+            self._backplay_episodes += 1
+            if demos.random_steps > 0:
+                state.random_control = True
+                state.extra["random_left"] = demos.random_steps
+        elif (
             pool is not None
             and len(pool)
-            and self._restart_rng.random() < self.config.restart_pool.restart_probability
+            and rng.random() < self.config.restart_pool.restart_probability
         ):
-            entry = pool.sample(self._restart_rng)
+            entry = pool.sample(rng)
             if entry is not None:
-                machine_state = entry.state
+                machine_state, start_point = entry.state, "restart"
+                state.extra["restart_id"] = entry.id
+                state.extra["start_step"] = entry.episode_step
                 self._restarted_episodes += 1
+                self._restart_starts.append((float(entry.episode_step), entry.progress))
+        if machine_state is not None:
+            state.extra["start_state"] = machine_state
         self.lifecycle.request_reset(env, state, machine_state)
+        state.start_point = start_point
 
-    def _save_restart_state(self, env: OakEmuMultiEnv, state: EnvironmentState) -> None:
+    def _save_restart_state(
+        self, env: OakEmuMultiEnv, state: EnvironmentState, info: dict[str, Any]
+    ) -> None:
         pool = self._restart_pool
-        if pool is None or state.episode_length % self.config.restart_pool.save_every_steps:
+        settings = self.config.restart_pool
+        if pool is None or state.episode_length % settings.save_every_steps:
             return
+        progress: float | None = None
+        if settings.progress_variable is not None:
+            value = (info.get("values") or {}).get(settings.progress_variable)
+            progress = None if value is None else float(value)
         pool.add(
             env.save_state(state.env_id),
             episode_return=state.episode_return,
-            episode_step=state.episode_length,
+            episode_step=int(state.extra.get("start_step", 0)) + state.episode_length,
             seed=state.episode_seed,
+            progress=progress,
         )
 
     # -- batched inference ----------------------------------------------------------------
@@ -366,10 +457,21 @@ class ActorBase(ABC, Generic[C, E]):
             "queue/result_depth": float(self.result_queue_depth),
             "faults/worker_restarts": float(self.worker_restarts),
         }
+        episodes = max(1, self.total_episodes)
         if self._restart_pool is not None:
-            episodes = max(1, self.total_episodes)
             scalars["restart_pool/size"] = float(len(self._restart_pool))
+            scalars["restart_pool/megabytes"] = self._restart_pool.nbytes / 2**20
             scalars["restart_pool/restarted_fraction"] = self._restarted_episodes / episodes
+            starts, self._restart_starts = self._restart_starts, []
+            if starts:
+                scalars["restart_pool/start_step"] = float(np.mean([s for s, _ in starts]))
+                progress = [p for _, p in starts if p is not None]
+                if progress:
+                    scalars["restart_pool/start_progress"] = float(np.mean(progress))
+        if self._backplay is not None:
+            scalars["backplay/episode_fraction"] = self._backplay_episodes / episodes
+            scalars["backplay/progress"] = self._backplay.progress
+            scalars["backplay/moves"] = float(self._backplay.moves)
         scalars.update(self._actor_scalars())
         sink = self.context.metrics
         for name, value in scalars.items():
@@ -390,6 +492,8 @@ class ActorBase(ABC, Generic[C, E]):
             rng_states=rng_states,
             extra={
                 "restarted_episodes": self._restarted_episodes,
+                "backplay_episodes": self._backplay_episodes,
+                "backplay": self._backplay.state_dict() if self._backplay is not None else None,
                 "worker_restarts": self.worker_restarts,
             }
             | self._extra_state(),
@@ -412,6 +516,9 @@ class ActorBase(ABC, Generic[C, E]):
         if rngs.get("restart"):
             self._restart_rng.bit_generator.state = rngs["restart"]
         self._restarted_episodes = int(state.extra.get("restarted_episodes", 0))
+        self._backplay_episodes = int(state.extra.get("backplay_episodes", 0))
+        if self._backplay is not None and state.extra.get("backplay"):
+            self._backplay.load_state_dict(state.extra["backplay"])
         self._worker_restarts = int(state.extra.get("worker_restarts", 0))
         self._restore_extra(state)
 

@@ -49,6 +49,7 @@ class EnvironmentState:
     last_lives: int | None = None
     last_score: float = 0.0
     start_point: str = "initial"
+    """Where the episode began: initial, restart (a restart-pool state) or backplay."""
     episode_seed: int | None = None
     random_control: bool = False
     """True while a trajectory replay hands this env to random actions."""

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import base64
 import threading
+import zlib
 from array import array
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .trajectory_file import SUFFIX, Trajectory
 
 
 @dataclass
@@ -23,12 +27,15 @@ class TrajectoryRecord:
     env_id: int
     start_point: str
     seed: int | None
+    start_state: bytes | None = None
+    start_step: int = 0
     actions: array[int] = field(default_factory=lambda: array("h"))
     rewards: array[float] = field(default_factory=lambda: array("f"))
     outcome: str | None = None
     episode_return: float = 0.0
     score: float = 0.0
     end_step: int = 0
+    lives_lost: int = 0
 
     @property
     def length(self) -> int:
@@ -43,6 +50,11 @@ class TrajectoryRecord:
             "env_id": self.env_id,
             "start_point": self.start_point,
             "seed": self.seed,
+            "start_state": None
+            if self.start_state is None
+            else base64.b64encode(zlib.compress(self.start_state, 1)).decode("ascii"),
+            "start_step": self.start_step,
+            "lives_lost": self.lives_lost,
             "actions": base64.b64encode(self.actions.tobytes()).decode(),
             "rewards": base64.b64encode(self.rewards.tobytes()).decode(),
             "outcome": self.outcome,
@@ -57,16 +69,46 @@ class TrajectoryRecord:
         actions.frombytes(base64.b64decode(data["actions"]))
         rewards: array[float] = array("f")
         rewards.frombytes(base64.b64decode(data["rewards"]))
+        packed = data.get("start_state")
         return cls(
             env_id=int(data["env_id"]),
             start_point=str(data["start_point"]),
             seed=None if data.get("seed") is None else int(data["seed"]),
+            start_state=None if packed is None else zlib.decompress(base64.b64decode(packed)),
+            start_step=int(data.get("start_step", 0)),
             actions=actions,
             rewards=rewards,
             outcome=data.get("outcome"),
             episode_return=float(data["episode_return"]),
             score=float(data.get("score", 0.0)),
             end_step=int(data.get("end_step", 0)),
+            lives_lost=int(data.get("lives_lost", 0)),
+        )
+
+    @property
+    def file_name(self) -> str:
+        """A name that tells this record's file apart from the run's others."""
+        return f"{self.outcome or 'open'}-step{self.end_step:09d}-env{self.env_id}{SUFFIX}"
+
+    def to_trajectory(self, game: str, game_file: str, game_sha256: str) -> Trajectory | None:
+        """The record as a trajectory file's content (None if it has no known start)."""
+        if self.start_state is None and self.seed is None:
+            return None
+        return Trajectory(
+            game=game,
+            game_file=game_file,
+            game_sha256=game_sha256,
+            actions=np.frombuffer(self.actions.tobytes(), dtype=np.int16).copy(),
+            rewards=np.frombuffer(self.rewards.tobytes(), dtype=np.float32).copy(),
+            start_seed=None if self.start_state is not None else self.seed,
+            start_state=self.start_state,
+            start_step=self.start_step,
+            outcome=self.outcome,
+            episode_return=self.episode_return,
+            score=self.score,
+            lives_lost=self.lives_lost,
+            source="run",
+            info={"env_step": self.end_step, "start_point": self.start_point},
         )
 
 
@@ -90,10 +132,21 @@ class TrajectoryEpisodeCoordinator:
         self.random_steps = 0
 
     def begin_episode(
-        self, env_id: int, *, start_point: str = "initial", seed: int | None = None
+        self,
+        env_id: int,
+        *,
+        start_point: str = "initial",
+        seed: int | None = None,
+        start_state: bytes | None = None,
+        start_step: int = 0,
     ) -> None:
+        """An env began an episode: from the game's start drawn from `seed`, or from
+        `start_state` (a restart or backplay state that was step `start_step` of its
+        episode)."""
         if self.enabled:
-            self._active[env_id] = TrajectoryRecord(env_id, start_point, seed)
+            self._active[env_id] = TrajectoryRecord(
+                env_id, start_point, seed, start_state, start_step
+            )
 
     def record_step(self, env_id: int, action: int, reward: float) -> None:
         record = self._active.get(env_id)
@@ -106,7 +159,14 @@ class TrajectoryEpisodeCoordinator:
         self.random_steps += 1
 
     def end_episode(
-        self, env_id: int, *, outcome: str | None, episode_return: float, score: float, step: int
+        self,
+        env_id: int,
+        *,
+        outcome: str | None,
+        episode_return: float,
+        score: float,
+        step: int,
+        lives_lost: int = 0,
     ) -> TrajectoryRecord | None:
         """Finish an env's episode; keeps it if it is among the best or a win."""
         record = self._active.pop(env_id, None)
@@ -116,6 +176,7 @@ class TrajectoryEpisodeCoordinator:
         record.episode_return = float(episode_return)
         record.score = float(score)
         record.end_step = int(step)
+        record.lives_lost = int(lives_lost)
         with self._lock:
             self.total_recorded += 1
             if self.keep_best > 0 and (
@@ -149,6 +210,24 @@ class TrajectoryEpisodeCoordinator:
                 "best_return": float(np.max(returns)) if returns else None,
                 "random_steps": self.random_steps,
             }
+
+    def write(self, directory: Path, game: str, game_file: str, game_sha256: str) -> int:
+        """Write the kept episodes (the wins and the best) as trajectory files into
+        `directory`, removing files of episodes no longer kept; returns how many are kept."""
+        with self._lock:
+            records = {r.file_name: r for r in [*self.wins, *self.best]}
+        directory.mkdir(parents=True, exist_ok=True)
+        for path in directory.glob(f"*{SUFFIX}"):
+            if path.name not in records:
+                path.unlink(missing_ok=True)
+        for name, record in records.items():
+            path = directory / name
+            if path.exists():
+                continue
+            trajectory = record.to_trajectory(game, game_file, game_sha256)
+            if trajectory is not None:
+                trajectory.save(path)
+        return len(records)
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-serialisable state (episodes in progress are not included)."""

@@ -163,19 +163,24 @@ class DemonstrationSet:
         # A restored state's frame stack holds copies of its one frame; after stack - 1
         # replayed steps it holds real frames only. So start at least that far back.
         back = self.observation_config.frame_stack - 1
+        at = -1  # the step the env is at (its observation is `observation`), -1: none
+        observation: npt.NDArray[Any] | None = None
         for step in sorted({int(s) for s in steps}):
             if not 0 <= step < demo.length:
                 raise IndexError(
                     f"step {step} is outside demonstration {demo_id}'s 0..{demo.length - 1}"
                 )
             index = max(int(np.searchsorted(saved.steps, step - back, side="right")) - 1, 0)
-            at = saved.steps[index]
-            if at == 0:
-                observation, _ = start(env, demo.trajectory)
-            else:
-                observation, _ = env.reset(state=saved.states[index])
+            if not saved.steps[index] <= at <= step:
+                # Jump to the nearest saved state (else go on from where the env is).
+                at = saved.steps[index]
+                if at == 0:
+                    observation, _ = start(env, demo.trajectory)
+                else:
+                    observation, _ = env.reset(state=saved.states[index])
             while at < step:
                 observation, *_ = env.step(int(actions[at]))
                 at += 1
+            assert observation is not None
             found[step] = observation.copy()
         return found

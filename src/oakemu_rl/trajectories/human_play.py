@@ -32,15 +32,14 @@ import numpy as np
 from ..emulator.screen import to_rgb
 from ..envs.oakemu_env import OakEmuEnv
 from ..envs.observation import ObservationConfig
-from ..games.loader import GameDefinition, bundled_games, load_game
-from .trajectory_file import SUFFIX, Trajectory, game_sha256
+from ..games.loader import GameDefinition, load_game
+from .trajectory_file import SUFFIX, Trajectory, game_file_label, game_sha256
 
 __all__ = [
     "PlayError",
     "PlayResult",
     "action_for_keys",
     "arrow_keys",
-    "game_file_label",
     "host_key_map",
     "play",
 ]
@@ -66,14 +65,6 @@ class PlayResult:
     path: Path
     stopped: bool
     """True when the player stopped before the episode ended."""
-
-
-def game_file_label(game: GameDefinition) -> str:
-    """How a trajectory names its game: the bundled key, or the YAML's absolute path."""
-    bundled = bundled_games().get(game.key)
-    if bundled is not None and bundled.resolve() == game.path.resolve():
-        return game.key
-    return str(game.path.resolve())
 
 
 def arrow_keys(actions: Sequence[Sequence[str]]) -> dict[str, str]:

@@ -44,6 +44,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..games.loader import GameDefinition, bundled_games
+
 __all__ = [
     "FORMAT",
     "SUFFIX",
@@ -51,6 +53,7 @@ __all__ = [
     "Trajectory",
     "TrajectoryFileError",
     "find_trajectory_files",
+    "game_file_label",
     "game_sha256",
     "load_trajectories",
 ]
@@ -256,6 +259,14 @@ class Trajectory:
                 f"{sha256[:12]}...); a trajectory replays only against the YAML it was "
                 "recorded with"
             )
+
+
+def game_file_label(game: GameDefinition) -> str:
+    """How a trajectory names its game: the bundled key, or the YAML's absolute path."""
+    bundled = bundled_games().get(game.key)
+    if bundled is not None and bundled.resolve() == game.path.resolve():
+        return game.key
+    return str(game.path.resolve())
 
 
 def find_trajectory_files(source: str | Path) -> list[Path]:
