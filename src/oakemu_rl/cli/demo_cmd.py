@@ -31,10 +31,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--seed", type=_non_negative_int, default=0, help="draws the episodes' start seeds"
     )
     parser.add_argument(
-        "--beam", type=_positive_int, default=16, help="machine states kept after each move"
+        "--beam", type=_positive_int, default=8, help="machine states kept after each move"
     )
     parser.add_argument(
-        "--hold", type=_positive_int, default=4, help="agent steps each searched move lasts"
+        "--hold", type=_positive_int, default=2, help="agent steps each searched move lasts"
     )
     parser.add_argument(
         "--workers",

@@ -180,6 +180,7 @@ class Experiment(ABC, Generic[ConfigT]):
         self._stop_request: str | None = None
         self._fault: str | None = None
         self._final_phase = False
+        self._evaluation_times: dict[int, float] = {}
 
     @classmethod
     def from_run_dir(
@@ -429,6 +430,7 @@ class Experiment(ABC, Generic[ConfigT]):
             return  # rolled back (or stopping): these weights are not worth keeping
         self.save_checkpoint(step)
         if evaluate:
+            self._evaluation_times[step] = self.elapsed_time()
             self.tester.request_evaluation(step, self.container.state_dict())
 
     def save_checkpoint(self, step: int, score: float | None = None) -> Checkpoint | None:
@@ -493,6 +495,7 @@ class Experiment(ABC, Generic[ConfigT]):
     def _on_evaluation(self, result: EvaluationResult) -> None:
         """An evaluation finished (tester thread): score its checkpoint, stop on the target
         return, else let the rollback controller watch it."""
+        result.elapsed_s = self._evaluation_times.pop(result.step, result.elapsed_s)
         with contextlib.suppress(CheckpointError, OSError):
             self.checkpoints.set_score(result.step, result.ci95_low)
         self._message(
@@ -718,6 +721,7 @@ class Experiment(ABC, Generic[ConfigT]):
             },
             "torch_threads": self.torch_threads,
             "worker_restarts": actor.worker_restarts,
+            "first_win": actor.first_win,
             "fault": self._fault,
         } | self._summary_extra()
 

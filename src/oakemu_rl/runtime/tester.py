@@ -59,6 +59,8 @@ class EvaluationResult:
     ci95_low: float = float("nan")
     """The 95% confidence interval of the mean return (Student's t), low end."""
     ci95_high: float = float("nan")
+    elapsed_s: float | None = None
+    """The run's training seconds when the evaluated weights were taken (None: unknown)."""
 
     @property
     def interval(self) -> str:

@@ -40,8 +40,8 @@ class SearchSettings:
         max_retries: backtracks allowed in one episode.
     """
 
-    beam: int = 16
-    hold: int = 4
+    beam: int = 8
+    hold: int = 2
     backtrack: int = 8
     max_widen: int = 4
     max_retries: int = 20

@@ -1,0 +1,215 @@
+"""Mastering forest_run: DQN, restarts, search demonstrations and PPO, same wall clock each.
+
+    python benchmarks/forest_run.py [--minutes 20] [--seeds 0] [--demos 8]
+                                    [--only dqn dqn+restarts ...] [--out DIR]
+
+First it makes search demonstrations (`oakemu-rl demo forest_run`), timed on their own.
+Then, for each variant and seed, it trains as a user would,
+
+    oakemu-rl train --game forest_run --config VARIANT.yaml [--demos DIR] --seed S
+
+with `max_time_s` set to the same wall-clock budget for every variant, and plays the
+run's best checkpoint (by evaluation) greedily for 50 games from fresh starts, with no
+search at play time. It reports, per variant, the win rate, the rate of wins with no
+life lost, the mean sector reached and the time to the first win from the game's start
+during training; and it draws the win rate of the runs' evaluations against env steps
+and against wall time (`forest_run.png` in the output directory).
+
+Variants:
+    dqn                   the forest_run preset (DQN on attribute observations)
+    dqn+restarts          ... with a restart pool drawn by failure, progress by sector
+    dqn+restarts+demos    ... and the search demonstrations (DQfD, backplay, restarts)
+    ppo+restarts+demos    PPO with the same restarts and demonstrations (BC, backplay)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+OAKEMU_RL = [sys.executable, "-m", "oakemu_rl.cli.main"]
+EPISODES = 50
+
+RESTARTS: dict[str, Any] = {
+    "restart_pool": {
+        "enabled": True,
+        "priority": "failure",
+        "progress_variable": "sector",
+        "save_every_steps": 50,
+        "restart_probability": 0.5,
+    }
+}
+OBSERVATION = {"env": {"observation": {"type": "attributes", "frame_stack": 2}}}
+VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
+    "dqn": ("dqn", {}, False),
+    "dqn+restarts": ("dqn", RESTARTS, False),
+    "dqn+restarts+demos": ("dqn", RESTARTS, True),
+    "ppo+restarts+demos": ("ppo", RESTARTS | OBSERVATION, True),
+}
+
+
+def make_demos(out: Path, episodes: int) -> dict[str, Any]:
+    started = time.monotonic()
+    command = [*OAKEMU_RL, "demo", "forest_run", "--episodes", str(episodes)]
+    result = subprocess.run(
+        [*command, "--out", str(out), "--seed", "12345", "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    summary: dict[str, Any] = json.loads(result.stdout)
+    summary["seconds"] = time.monotonic() - started
+    return summary
+
+
+def train(
+    name: str, seed: int, minutes: float, demos: Path, root: Path
+) -> tuple[Path, dict[str, Any]]:
+    algo, settings, with_demos = VARIANTS[name]
+    run_dir = root / f"{name.replace('+', '_')}-seed{seed}"
+    config = dict(settings) | {
+        "algo": algo,
+        "game": "forest_run",
+        "total_steps": 10_000_000,
+        "max_time_s": minutes * 60,
+        "tester": {"every_steps": 25_000, "episodes": 10},
+    }
+    config_path = root / f"{run_dir.name}.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    command = [*OAKEMU_RL, "train", "--config", str(config_path), "--seed", str(seed)]
+    command += ["--run-dir", str(run_dir), "--quiet"]
+    if with_demos:
+        command += ["--demos", str(demos)]
+    subprocess.run(command, check=True, capture_output=True)
+    summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
+    return run_dir, summary
+
+
+def play_games(run_dir: Path, episodes: int = EPISODES) -> dict[str, Any]:
+    """The run's best checkpoint, greedy, for `episodes` games from fresh starts."""
+    import torch
+
+    from oakemu_rl.envs.oakemu_env import OakEmuEnv
+    from oakemu_rl.experiments.evaluation import (
+        checkpoint_policy,
+        find_checkpoint,
+        read_checkpoint_config,
+    )
+
+    checkpoint = find_checkpoint(run_dir, best=True)
+    _, config = read_checkpoint_config(checkpoint)
+    env = OakEmuEnv(config.game, config.env.observation, seed=99_000)
+    policy = checkpoint_policy(checkpoint, config, env)
+    wins = clean = 0
+    sectors = []
+    for _ in range(episodes):
+        observation, info = env.reset()
+        lives = info["lives"]
+        lost = 0
+        while True:
+            with torch.no_grad():
+                action = int(policy.act(torch.from_numpy(observation[None]))[0])
+            observation, _, terminated, truncated, info = env.step(action)
+            if info["lives"] is not None and info["lives"] < lives:
+                lost += lives - info["lives"]
+            lives = info["lives"]
+            if terminated or truncated:
+                break
+        won = info["outcome"] == "win"
+        wins += won
+        clean += won and lost == 0
+        sectors.append(min(8, int(info["values"]["sector"])))
+    return {
+        "checkpoint_step": checkpoint.step,
+        "win_rate": wins / episodes,
+        "clean_win_rate": clean / episodes,
+        "mean_sector": float(np.mean(sectors)),
+    }
+
+
+def plot(results: dict[str, list[dict[str, Any]]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for name, rows in results.items():
+        for i, row in enumerate(rows):
+            evaluations = row["summary"].get("evaluations") or []
+            steps = [e["step"] for e in evaluations]
+            rates = [e["win_rate"] for e in evaluations]
+            seconds = [e.get("elapsed_s", np.nan) for e in evaluations]
+            label = name if i == 0 else None
+            axes[0].plot(
+                steps, rates, marker="o", label=label, color=f"C{list(results).index(name)}"
+            )
+            axes[1].plot(
+                np.array(seconds) / 60, rates, marker="o", color=f"C{list(results).index(name)}"
+            )
+    axes[0].set(xlabel="env steps", ylabel="evaluation win rate", title="forest_run")
+    axes[1].set(xlabel="wall-clock minutes", title="same budget, 2 cores")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=20.0, help="training budget per run")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--demos", type=int, default=8, help="search demonstrations to make")
+    parser.add_argument("--only", nargs="+", choices=list(VARIANTS), help="variants to run")
+    parser.add_argument("--out", type=Path, default=Path("benchmark-forest_run"))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    variants = args.only or list(VARIANTS)
+    demos = args.out / "demos"
+    if any(VARIANTS[v][2] for v in variants):
+        made = make_demos(demos, args.demos)
+        print(
+            f"search demonstrations: won {made['wins']}/{made['episodes']} "
+            f"({made['clean_wins']} with no life lost), {made['seconds_per_demo']:.0f} s "
+            f"per demonstration, {made['seconds'] / 60:.1f} min in all",
+            flush=True,
+        )
+    results: dict[str, list[dict[str, Any]]] = {}
+    for name in variants:
+        for seed in args.seeds:
+            run_dir, summary = train(name, seed, args.minutes, demos, args.out)
+            games = play_games(run_dir)
+            row = {"seed": seed, "run_dir": str(run_dir), "summary": summary, **games}
+            results.setdefault(name, []).append(row)
+            first = summary.get("first_win")
+            print(
+                f"{name:<20} seed {seed}: {summary['steps']:>8,} steps, win rate "
+                f"{games['win_rate']:.0%}, no life lost {games['clean_win_rate']:.0%}, mean "
+                f"sector {games['mean_sector']:.2f}, first win "
+                + (f"{first['seconds'] / 60:.1f} min" if first else "none"),
+                flush=True,
+            )
+    (args.out / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    plot(results, args.out / "forest_run.png")
+    print(f"\n{'variant':<20} {'win rate':>9} {'no loss':>8} {'sector':>7}  first win")
+    for name, rows in results.items():
+        firsts = [r["summary"].get("first_win") for r in rows]
+        first = [f["seconds"] / 60 for f in firsts if f]
+        print(
+            f"{name:<20} {np.mean([r['win_rate'] for r in rows]):>9.0%} "
+            f"{np.mean([r['clean_win_rate'] for r in rows]):>8.0%} "
+            f"{np.mean([r['mean_sector'] for r in rows]):>7.2f}  "
+            + (f"{np.mean(first):.1f} min ({len(first)}/{len(rows)} runs)" if first else "none")
+        )
+    print(f"plot: {args.out / 'forest_run.png'}")
+
+
+if __name__ == "__main__":
+    main()
