@@ -290,6 +290,7 @@ class Experiment(ABC, Generic[ConfigT]):
         self._game_identity = self._check_game_settings()
         self.context.demonstrations = self._load_demonstrations()
         self._build_algorithm(env, shape, env.observation_space.dtype)
+        self.actor.clock = self.elapsed_time
         self.tester: TesterBase[Any] = self.tester_type(
             self.context,
             self.tester_model,

@@ -92,10 +92,10 @@ class ActorBase(ABC, Generic[C, E]):
         self._restarted_episodes = 0
         self._backplay_episodes = 0
         self.first_win: dict[str, float] | None = None
-        """The first win of an episode from the game's start: its env step and the actor's
-        seconds of running (over every session) until then."""
-        self._seconds_before = 0.0  # of earlier `run` calls and sessions
-        self._run_started = time.monotonic()
+        """The first win of an episode from the game's start: its env step and `clock()`."""
+        created = time.monotonic()
+        self.clock: Callable[[], float] = lambda: time.monotonic() - created
+        """Seconds of training so far (the experiment sets its own, which spans sessions)."""
         self._restart_starts: list[tuple[float, float | None]] = []  # (step, progress)
         demonstrations = context.demonstrations
         demos = config.demos
@@ -164,11 +164,6 @@ class ActorBase(ABC, Generic[C, E]):
         return self._worker_restarts + (env.worker_restarts if env is not None else 0)
 
     @property
-    def seconds_running(self) -> float:
-        """Seconds this actor has run, over every `run` call and resumed session."""
-        return self._seconds_before + (time.monotonic() - self._run_started)
-
-    @property
     def trajectory_runtime(self) -> TrajectoryEpisodeCoordinator:
         """Get the trajectory coordinator that records this actor's episodes."""
         return self._trajectory_runtime
@@ -197,7 +192,6 @@ class ActorBase(ABC, Generic[C, E]):
         """
         context = self.context
         context.enter_thread()
-        self._run_started = time.monotonic()
         env = self._envs.open()
         stop = context.stop_event
         try:
@@ -217,8 +211,6 @@ class ActorBase(ABC, Generic[C, E]):
             self._after_loop()
         finally:
             self._on_run_end()
-            self._seconds_before = self.seconds_running
-            self._run_started = time.monotonic()
             self._worker_restarts = self.worker_restarts
             self._envs.close()
             self._started = False
@@ -312,7 +304,7 @@ class ActorBase(ABC, Generic[C, E]):
             lives_lost=lives_lost,
         )
         if outcome == "win" and state.start_point == "initial" and self.first_win is None:
-            self.first_win = {"step": float(self._steps), "seconds": self.seconds_running}
+            self.first_win = {"step": float(self._steps), "seconds": self.clock()}
         hand_over: HandOver | None = state.extra.pop("hand_over", None)
         if hand_over is not None and self._backplay is not None:
             self._backplay.report(
@@ -511,7 +503,6 @@ class ActorBase(ABC, Generic[C, E]):
                 "backplay": self._backplay.state_dict() if self._backplay is not None else None,
                 "worker_restarts": self.worker_restarts,
                 "first_win": self.first_win,
-                "seconds_running": self.seconds_running,
             }
             | self._extra_state(),
         )
@@ -535,8 +526,6 @@ class ActorBase(ABC, Generic[C, E]):
         self._restarted_episodes = int(state.extra.get("restarted_episodes", 0))
         self._backplay_episodes = int(state.extra.get("backplay_episodes", 0))
         self.first_win = state.extra.get("first_win")
-        self._seconds_before = float(state.extra.get("seconds_running", 0.0))
-        self._run_started = time.monotonic()
         if self._backplay is not None and state.extra.get("backplay"):
             self._backplay.load_state_dict(state.extra["backplay"])
         self._worker_restarts = int(state.extra.get("worker_restarts", 0))
