@@ -4,7 +4,8 @@
                                     [--only dqn dqn+restarts ...] [--out DIR]
 
 First it makes search demonstrations (`oakemu-rl demo forest_run`), timed on their own.
-Then, for each variant and seed, it trains as a user would,
+Then, for each variant and seed, it trains as a user would (a run directory with a
+summary already in the output directory is reused, so an interrupted benchmark resumes),
 
     oakemu-rl train --game forest_run --config VARIANT.yaml [--demos DIR] --seed S
 
@@ -82,6 +83,8 @@ def train(
         "max_time_s": minutes * 60,
         "tester": {"every_steps": 25_000, "episodes": 10},
     }
+    if (run_dir / "summary.json").is_file():  # trained by an earlier, interrupted call
+        return run_dir, json.loads((run_dir / "summary.json").read_text())
     config_path = root / f"{run_dir.name}.yaml"
     config_path.write_text(yaml.safe_dump(config))
     command = [*OAKEMU_RL, "train", "--config", str(config_path), "--seed", str(seed)]
@@ -95,8 +98,6 @@ def train(
 
 def play_games(run_dir: Path, episodes: int = EPISODES) -> dict[str, Any]:
     """The run's best checkpoint, greedy, for `episodes` games from fresh starts."""
-    import torch
-
     from oakemu_rl.envs.oakemu_env import OakEmuEnv
     from oakemu_rl.experiments.evaluation import (
         checkpoint_policy,
@@ -115,8 +116,7 @@ def play_games(run_dir: Path, episodes: int = EPISODES) -> dict[str, Any]:
         lives = info["lives"]
         lost = 0
         while True:
-            with torch.no_grad():
-                action = int(policy.act(torch.from_numpy(observation[None]))[0])
+            action = policy.act(observation)
             observation, _, terminated, truncated, info = env.step(action)
             if info["lives"] is not None and info["lives"] < lives:
                 lost += lives - info["lives"]

@@ -32,21 +32,13 @@ from oakemu_rl.ppo.config import PPOBCSettings, PPOExperimentConfiguration
 from oakemu_rl.trajectories.demonstrations import DemonstrationSet
 from oakemu_rl.trajectories.trajectory_file import Trajectory, game_sha256
 from ppo_testing import build_components
+from trajectory_testing import catch_policy
 
 SCREEN = ObservationConfig(height=32, width=32, frame_stack=2)  # the runs' default
 RAM = ObservationConfig(type="ram", ram=["ball_x", "ball_y", "paddle_x"], frame_stack=1)
 DEMOS = 3
 DEMO_STEPS = 250  # about 6 blocks each: a prefix of the 946-step winning episode
 STRIDE = 10  # steps between the states saved along each demonstration
-NOOP, LEFT, RIGHT = 0, 1, 2  # catch.yaml's actions: [], [O], [P]
-
-
-def scripted_action(values: dict[str, int]) -> int:
-    """Move the basket (left end paddle_x, 6 wide, 0..26) until the ball is over its middle."""
-    target = min(max(values["ball_x"] - 2, 0), 26)
-    if values["paddle_x"] < target:
-        return RIGHT
-    return LEFT if values["paddle_x"] > target else NOOP
 
 
 @dataclass
@@ -75,7 +67,7 @@ def demos(tmp_path_factory: pytest.TempPathFactory) -> Demos:
         ram_obs, _ = ram_env.reset(options={"episode_seed": seed})
         actions, rewards, screens, rams = [], [], [], []
         for _ in range(DEMO_STEPS):
-            action = scripted_action(info["values"])
+            action = catch_policy(info["values"])
             screens.append(screen_obs.copy())
             rams.append(ram_obs.copy())
             actions.append(action)

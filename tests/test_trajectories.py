@@ -17,12 +17,8 @@ from oakemu_rl.trajectories.demonstrations import DemonstrationSet
 from oakemu_rl.trajectories.materialise import materialise, replay
 from oakemu_rl.trajectories.restart_pool import RestartPool
 from oakemu_rl.trajectories.search import SearchDemonstrator, SearchSettings
-from oakemu_rl.trajectories.trajectory_file import (
-    Trajectory,
-    TrajectoryFileError,
-    game_file_label,
-    game_sha256,
-)
+from oakemu_rl.trajectories.trajectory_file import Trajectory, TrajectoryFileError
+from trajectory_testing import random_policy, record
 
 SCREEN = ObservationConfig(type="screen", height=32, width=32, frame_stack=4)
 
@@ -32,33 +28,8 @@ def play_random(
 ) -> tuple[Trajectory, list[np.ndarray[Any, Any]]]:
     """A seeded random episode of a bundled game, as a trajectory and its observations."""
     game = load_game(game_key)
-    env = OakEmuEnv(game, config, seed=seed)
-    observation, info = env.reset()
-    rng = np.random.default_rng(seed)
-    observations = [observation.copy()]
-    actions, rewards = [], []
-    outcome = None
-    for _ in range(max_steps):
-        action = int(rng.integers(env.num_actions))
-        observation, reward, terminated, truncated, step_info = env.step(action)
-        actions.append(action)
-        rewards.append(reward)
-        observations.append(observation.copy())
-        if terminated or truncated:
-            outcome = step_info["outcome"]
-            break
-    trajectory = Trajectory(
-        game=game.name,
-        game_file=game_file_label(game),
-        game_sha256=game_sha256(game.path),
-        actions=np.array(actions),
-        rewards=np.array(rewards),
-        start_seed=info["episode_seed"],
-        outcome=outcome,
-        episode_return=float(sum(rewards)),
-        source="run",
-    )
-    return trajectory, observations
+    choose = random_policy(game.num_actions)
+    return record(game, config, choose, seed=seed, max_steps=max_steps, source="run")
 
 
 # -- files ---------------------------------------------------------------------------------
