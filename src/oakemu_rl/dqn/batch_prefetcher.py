@@ -14,6 +14,9 @@ The result is exactly what the learner would compute itself:
 - `cancel()` drops a prepared batch and rewinds the sampling RNG to where it was before
   that batch was drawn, so checkpoints, rollbacks and replay-buffer swaps see the state
   of a learner that never looked ahead.
+
+With a demonstration buffer (DQfD, `demo_replay`) a batch's last `demo_rows` rows come
+from it, drawn after the agent's rows from the same RNG (so `cancel()` rewinds both).
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from ..runtime.context import RuntimeContext
+from .demo_replay import join_batches
 from .replay_buffer import ReplayBatch, ReplayBuffer
 
 T = TypeVar("T")
@@ -51,6 +56,18 @@ class PreparedBatch:
     """The target network's version that computed `target_q` (-1: none)."""
     rng_state_before: dict[str, Any]
     """The sampling RNG's state before this batch was drawn."""
+    demo_rows: int = 0
+    """Rows from the demonstration buffer: the last ones (importance weight 1)."""
+
+    @property
+    def agent_rows(self) -> int:
+        """Rows from the agent's replay buffer: the first ones."""
+        return len(self.batch.indices) - self.demo_rows
+
+    @property
+    def is_demonstration(self) -> npt.NDArray[np.bool_]:
+        """Which rows come from the demonstration buffer."""
+        return np.arange(len(self.batch.indices)) >= self.agent_rows
 
 
 class TargetNetwork:
@@ -102,6 +119,8 @@ class BatchPrefetcher:
             a Polyak target changes at every update).
         memory_format: memory format of the observation tensors (channels_last for CNNs).
         threads: torch threads of the prefetch thread.
+        demonstrations: the demonstration buffer (None: every row is the agent's).
+        demo_rows: rows of each batch drawn from `demonstrations`.
     """
 
     def __init__(
@@ -115,7 +134,14 @@ class BatchPrefetcher:
         precompute_target: bool,
         memory_format: torch.memory_format = torch.contiguous_format,
         threads: int = 1,
+        demonstrations: ReplayBuffer | None = None,
+        demo_rows: int = 0,
     ) -> None:
+        if not 0 <= demo_rows <= batch_size or (demo_rows and demonstrations is None):
+            raise ValueError(
+                f"demo_rows {demo_rows} needs a demonstration buffer and at most "
+                f"batch_size {batch_size} rows"
+            )
         self.context = context
         self._replay_buffer = replay_buffer
         self.rng = rng
@@ -124,6 +150,8 @@ class BatchPrefetcher:
         self.precompute_target = precompute_target
         self.memory_format = memory_format
         self.threads = threads
+        self.demonstrations = demonstrations
+        self.demo_rows = demo_rows
         self._cond = threading.Condition()
         self._requested: float | None = None  # the beta of the requested batch
         self._busy = False
@@ -203,7 +231,7 @@ class BatchPrefetcher:
         """Sample a batch and prepare it on the calling thread."""
         device = self.context.device
         rng_state = dict(self.rng.bit_generator.state)
-        batch = self._replay_buffer().sample(self.batch_size, self.rng, beta=beta)
+        batch = self._sample(beta)
 
         def images(array: np.ndarray[Any, Any]) -> torch.Tensor:
             tensor = torch.from_numpy(array).to(device)
@@ -228,7 +256,19 @@ class BatchPrefetcher:
             target_q=target_q,
             target_version=version,
             rng_state_before=rng_state,
+            demo_rows=self.demo_rows,
         )
+
+    def _sample(self, beta: float) -> ReplayBatch:
+        if not self.demo_rows:
+            return self._replay_buffer().sample(self.batch_size, self.rng, beta=beta)
+        assert self.demonstrations is not None
+        agent_rows = self.batch_size - self.demo_rows
+        agent = (
+            self._replay_buffer().sample(agent_rows, self.rng, beta=beta) if agent_rows else None
+        )
+        demo = self.demonstrations.sample(self.demo_rows, self.rng)
+        return demo if agent is None else join_batches(agent, demo)
 
     def _raise_error(self) -> None:
         if self._error is not None:

@@ -1,4 +1,5 @@
-"""The DQN learner thread: TD updates on replayed n-step transitions, at the replay ratio."""
+"""The DQN learner thread: TD updates on replayed n-step transitions, at the replay ratio
+(with demonstrations, DQfD's large-margin loss on the demonstration rows too)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ..runtime.thread_safe_model import ThreadSafeModel
 from .action_masker import ActionMasker
 from .batch_prefetcher import BatchPrefetcher, TargetNetwork, autocast
 from .config import DQNExperimentConfiguration
+from .demo_replay import large_margin_loss
 from .model import DQNModel
 from .replay_buffer import ReplayBuffer
 from .replay_ratio_gate import ReplayRatioGate
@@ -43,6 +45,9 @@ class Learner:
         action_masker: the allowed actions (next actions are chosen among them).
         env_steps: the actor's step count.
         monitor: watches losses for rollback (optional).
+        demonstrations: the demonstration part of replay (DQfD): each batch then takes
+            `round(batch_size * dqfd.demo_fraction)` rows from it and adds the
+            large-margin loss on them. None: no demonstrations.
     """
 
     def __init__(
@@ -56,6 +61,7 @@ class Learner:
         action_masker: ActionMasker,
         env_steps: Callable[[], int],
         monitor: TrainingMonitor | None = None,
+        demonstrations: ReplayBuffer | None = None,
     ) -> None:
         self.context = context
         self.config = context.config.learner
@@ -74,7 +80,13 @@ class Learner:
         self._base_lrs = [float(group["lr"]) for group in optimizer.param_groups]
         self._thread: threading.Thread | None = None
         self._hold = threading.Lock()
+        self.dqfd = context.config.dqfd
+        demo_rows = 0
+        if demonstrations is not None:
+            demo_rows = round(self.config.batch_size * self.dqfd.demo_fraction)
         self._metrics: dict[str, list[float]] = {"loss": [], "q": [], "td": [], "update_s": []}
+        if demo_rows:
+            self._metrics["margin"] = []
         self._rate_mark = (time.monotonic(), 0)
         self.last_metrics: dict[str, float] = {}
         self.target_model.requires_grad_(False)
@@ -94,6 +106,8 @@ class Learner:
             # A Polyak target changes at every update, a noisy one at every noise draw.
             precompute_target=self.config.target.type == "hard" and not self.model.noisy,
             memory_format=self.model.input_memory_format,
+            demonstrations=demonstrations,
+            demo_rows=demo_rows,
         )
 
     # -- one update -----------------------------------------------------------------------
@@ -105,7 +119,8 @@ class Learner:
         return min(1.0, replay.beta_start + (1.0 - replay.beta_start) * step / max(1, horizon))
 
     def update(self) -> dict[str, float]:
-        """One gradient step; returns the loss, mean Q and mean |TD error|."""
+        """One gradient step; returns the loss, mean Q and mean |TD error| (and the
+        large-margin loss with demonstrations)."""
         cfg = self.config
         batch = self.prefetcher.take(self.beta(self._env_steps()))
         online_next: Future[torch.Tensor] | None = None
@@ -118,6 +133,7 @@ class Learner:
         target_q = batch.target_q
         if target_q is None or batch.target_version != self.target.version:
             target_q, _ = self.target.q_values(batch.next_observations)
+        action_mask = self.action_masker.additive_mask(q_values.device)
         result = td_loss(
             q_values,
             batch.actions,
@@ -127,17 +143,26 @@ class Learner:
             online_next.result() if online_next is not None else None,
             batch.weights,
             huber_delta=cfg.huber_delta,
-            action_mask=self.action_masker.additive_mask(q_values.device),
+            action_mask=action_mask,
         )
+        loss = result.loss
+        metrics: dict[str, float] = {}
+        agent = batch.agent_rows  # the agent's rows come first, the demonstrations' last
+        if batch.demo_rows:
+            margin = large_margin_loss(
+                q_values[agent:], batch.actions[agent:], self.dqfd.margin, action_mask
+            )
+            loss = loss + self.dqfd.margin_coef * margin
+            metrics["margin"] = float(margin.detach())
         td_errors = result.td_errors.cpu().numpy()
         self._replay_buffer().update_priorities(
-            batch.batch.indices, td_errors, batch.batch.generations
+            batch.batch.indices[:agent], td_errors[:agent], batch.batch.generations[:agent]
         )
         # The next batch needs these priorities, not the new weights: it is prepared
         # while this one's backward pass and optimizer step run.
         self.prefetcher.request(self.beta(self._env_steps()))
         self.optimizer.zero_grad(set_to_none=True)
-        result.loss.backward()  # type: ignore[no-untyped-call]
+        loss.backward()  # type: ignore[no-untyped-call]
         nn.utils.clip_grad_norm_(self._parameters, cfg.max_grad_norm, foreach=True)
         with self.learner_model.update():
             self.optimizer.step()
@@ -147,9 +172,10 @@ class Learner:
             self.model.reset_noise()
             self.target_model.reset_noise()
         return {
-            "loss": float(result.loss.detach()),
+            "loss": float(loss.detach()),
             "q": float(result.q_taken.mean()),
             "td": float(np.abs(td_errors).mean()),
+            **metrics,
         }
 
     @torch.no_grad()
@@ -251,6 +277,8 @@ class Learner:
             "perf/updates_per_s": (self.updates - mark_updates) / max(1e-9, now - mark_time),
             "perf/update_ms": 1e3 * float(np.mean(self._metrics["update_s"])),
         }
+        if self._metrics.get("margin"):
+            values["train/margin_loss"] = float(np.mean(self._metrics["margin"]))
         if self.context.config.replay.prioritized:
             values["replay/max_priority"] = self._replay_buffer().max_priority
         for key in self._metrics:

@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from typing import Any, cast
 
 from ..dqn.config import DQNExperimentConfiguration
+from ..dqn.demo_replay import build_demonstration_buffer
 from ..dqn.learner import Learner
 from ..dqn.model import DQNModel
 from ..dqn.replay_buffer import ReplayBuffer
@@ -79,6 +80,14 @@ class DQNExperiment(
         self.target_model = self.build_model(config, observation_shape, num_actions)
         self.target_model.to(context.device).train()
         self.replay_buffer = build_replay_buffer(config, observation_shape, dtype)
+        # DQfD: the demonstrations' own part of replay, rebuilt from the files on resume.
+        self.demonstration_buffer: ReplayBuffer | None = None
+        if context.demonstrations is not None and config.demos.learn:
+            self.demonstration_buffer = build_demonstration_buffer(
+                context.demonstrations,
+                self.replay_buffer,
+                RewardShapingPipeline.from_config(config.reward_shaping),
+            )
         self.writer = ReplayWriter(
             self.replay_buffer, config.replay.writer_queue_size, on_error=context.report_error
         )
@@ -101,6 +110,7 @@ class DQNExperiment(
             self.trainer.action_masker,
             lambda: self.trainer.steps,
             monitor=self.rollback,
+            demonstrations=self.demonstration_buffer,
         )
         every = config.checkpoint.every_steps
         if config.tester.enabled:
