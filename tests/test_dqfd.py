@@ -9,7 +9,6 @@ is 6 columns wide), and saved as trajectory files.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,71 +24,14 @@ from oakemu_rl.dqn.learner import Learner
 from oakemu_rl.dqn.replay_buffer import ReplayBuffer, Transition
 from oakemu_rl.dqn.replay_ratio_gate import ReplayRatioGate
 from oakemu_rl.dqn.reward_shaping import RewardShapingPipeline, ScaleReward
-from oakemu_rl.envs.oakemu_env import OakEmuEnv
 from oakemu_rl.envs.observation import ObservationConfig
 from oakemu_rl.experiments import DQNExperiment
 from oakemu_rl.experiments.torch_setup import build_optimizer
-from oakemu_rl.games.loader import GameDefinition, load_game
+from oakemu_rl.games.loader import load_game
 from oakemu_rl.runtime.context import RuntimeContext
 from oakemu_rl.runtime.thread_safe_model import ThreadSafeModel
 from oakemu_rl.trajectories.demonstrations import DemonstrationSet
-from oakemu_rl.trajectories.trajectory_file import Trajectory, game_file_label, game_sha256
-
-NOOP, LEFT, RIGHT = 0, 1, 2  # catch.yaml's actions: [], [O], [P]
-
-
-def record(
-    game: GameDefinition,
-    observation: ObservationConfig,
-    path: Path,
-    choose: Callable[[dict[str, int], np.random.Generator], int],
-    *,
-    seed: int,
-    max_steps: int | None = None,
-) -> tuple[Trajectory, list[np.ndarray[Any, Any]]]:
-    """Play one episode with `choose(values, rng) -> action` (stopping after `max_steps`),
-    save it as a trajectory file; returns it and the observations seen while playing."""
-    env = OakEmuEnv(game, observation, seed=seed)
-    rng = np.random.default_rng(seed)
-    observation_0, info = env.reset()
-    observations = [observation_0.copy()]
-    values = info["values"]
-    actions: list[int] = []
-    rewards: list[float] = []
-    outcome = None
-    while max_steps is None or len(actions) < max_steps:
-        action = choose(values, rng)
-        obs, reward, terminated, truncated, step_info = env.step(action)
-        actions.append(action)
-        rewards.append(reward)
-        observations.append(obs.copy())
-        values = step_info["values"]
-        if terminated or truncated:
-            outcome = step_info["outcome"]
-            break
-    env.close()
-    trajectory = Trajectory(
-        game=game.name,
-        game_file=game_file_label(game),
-        game_sha256=game_sha256(game.path),
-        actions=np.array(actions),
-        rewards=np.array(rewards),
-        start_seed=info["episode_seed"],
-        outcome=outcome,
-        episode_return=float(sum(rewards)),
-        source="demo",
-    )
-    trajectory.save(path)
-    return trajectory, observations
-
-
-def catch_policy(values: dict[str, int], rng: np.random.Generator) -> int:
-    """Move the basket (left end paddle_x, 6 wide, 0..26) until the ball is over its middle."""
-    target = min(max(values["ball_x"] - 2, 0), 26)
-    if values["paddle_x"] < target:
-        return RIGHT
-    return LEFT if values["paddle_x"] > target else NOOP
-
+from trajectory_testing import catch_policy, record
 
 # -- the large-margin loss --------------------------------------------------------------------
 
@@ -132,9 +74,9 @@ def test_the_demonstration_buffer_holds_every_step_with_its_n_step_return(
     def play(values: dict[str, int], rng: np.random.Generator) -> int:
         return int(rng.integers(3))
 
-    full, full_obs = record(game, observation, directory / "a.trajectory.json", play, seed=1)
+    full, full_obs = record(game, observation, play, seed=1, path=directory / "a.trajectory.json")
     cut, cut_obs = record(
-        game, observation, directory / "b.trajectory.json", play, seed=2, max_steps=7
+        game, observation, play, seed=2, path=directory / "b.trajectory.json", max_steps=7
     )
     assert full.outcome == "win" and cut.outcome is None and cut.length == 7
     demos = DemonstrationSet.load([directory], game, observation, stride=5)
@@ -372,7 +314,7 @@ def test_a_resumed_run_rebuilds_the_demonstration_part_and_learn_false_has_none(
     game = load_game("catch")
     observation = ObservationConfig(type="attributes", frame_stack=1)
     demo, _ = record(
-        game, observation, tmp_path / "demos" / "0.trajectory.json", catch_policy, seed=0,
+        game, observation, catch_policy, seed=0, path=tmp_path / "demos" / "0.trajectory.json",
         max_steps=60,
     )  # fmt: skip
     data = catch_run(0, [str(tmp_path / "demos")]).model_dump()
@@ -421,7 +363,11 @@ def test_dqfd_learns_catch_faster_than_dqn_with_the_same_budget(tmp_path: Path) 
     total_steps = 0
     for i in range(2):
         demo, _ = record(
-            game, observation, tmp_path / "demos" / f"{i}.trajectory.json", catch_policy, seed=i
+            game,
+            observation,
+            catch_policy,
+            seed=i,
+            path=tmp_path / "demos" / f"{i}.trajectory.json",
         )
         assert demo.won and demo.episode_return == 30  # 30 blocks caught, none missed
         total_steps += demo.length

@@ -15,7 +15,6 @@ from oakemu_rl.runtime.checkpoints import CheckpointManager
 from oakemu_rl.runtime.config_base import ExperimentConfiguration
 from oakemu_rl.trajectories.materialise import replay
 from oakemu_rl.trajectories.trajectory_file import load_trajectories
-
 from test_trajectories import play_random
 
 ATTRIBUTES = {"type": "attributes", "frame_stack": 1}
