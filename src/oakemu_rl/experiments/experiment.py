@@ -348,7 +348,7 @@ class Experiment(ABC, Generic[ConfigT]):
             demos.paths,
             game,
             self.config.env.observation,
-            self.config.restart_pool.save_every_steps,
+            demos.backplay_stride,
         )
         with progress_bar(
             found.total_steps, "replaying demonstrations", self.show_console

@@ -244,7 +244,10 @@ class DemoSettings(ConfigSection):
         0.5, ge=0, le=1, description="Chance that a new training episode is a backplay one."
     )
     backplay_stride: int = Field(
-        50, ge=1, description="Agent steps by which a hand-over point moves earlier."
+        50,
+        ge=1,
+        description="Agent steps by which a hand-over point moves earlier (machine states "
+        "are saved this often along each demonstration).",
     )
     backplay_threshold: float = Field(
         0.5,
@@ -264,8 +267,8 @@ class DemoSettings(ConfigSection):
     )
     restart_states: bool = Field(
         True,
-        description="Also put states along the demonstrations (every "
-        "restart_pool.save_every_steps) into the restart pool, when it is enabled.",
+        description="Also put the states saved along the demonstrations (every "
+        "backplay_stride steps) into the restart pool, when it is enabled.",
     )
 
 
