@@ -80,8 +80,8 @@ def test_missing_snapshot_file(write_game: WriteGame) -> None:
 
 
 def test_snapshot_of_unknown_format(write_game: WriteGame) -> None:
-    with pytest.raises(GameDefinitionError, match=r"snapshot: unknown snapshot format '\.tap'"):
-        load_game(write_game({"snapshot": "game.tap"}))
+    with pytest.raises(GameDefinitionError, match=r"snapshot: unknown snapshot format '\.dsk'"):
+        load_game(write_game({"snapshot": "game.dsk"}))
 
 
 def test_snapshot_of_the_wrong_machine(write_game: WriteGame, tmp_path: Path) -> None:

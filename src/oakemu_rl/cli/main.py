@@ -19,6 +19,7 @@ from . import (
     play_onnx_cmd,
     plot_cmd,
     replay_cmd,
+    snapshot_cmd,
     train_cmd,
     trajectories_cmd,
 )
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         trajectories_cmd,
         replay_cmd,
         play_cmd,
+        snapshot_cmd,
     )
     for module in (*commands, config_cmd):
         module.add_parser(sub)

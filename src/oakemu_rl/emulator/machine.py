@@ -10,7 +10,7 @@ when asked for.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,12 @@ _STATE_MAGIC = b"OAKS"
 _STATE_HEADER = struct.Struct("<4sBBBBQ")  # magic, version, model, 7FFD, halted, frames
 _STATE_VERSION = 2
 _MODEL_CODES: dict[str, int] = {"48k": 0, "128k": 1}
+# Registers and flip-flops that `register` and `set_registers` accept.
+_REGISTERS = (
+    "af", "bc", "de", "hl", "ix", "iy", "sp", "pc", "alt_af", "alt_bc", "alt_de", "alt_hl",
+    "iff1", "iff2",
+)  # fmt: skip
+_EAR_BIT = 0x40
 
 
 class ZXSpectrum:
@@ -59,6 +65,7 @@ class ZXSpectrum:
         self.frame_count = 0
         self._port_7ffd = 0
         self._breakpoints: dict[int, str] = {}
+        self._ear: Callable[[int], int] | None = None
         self._core = self._make_core()
         self._view = self._core._get_state_view()
         self._state = SpectrumState(self._view)
@@ -79,7 +86,7 @@ class ZXSpectrum:
 
     def _make_core(self) -> _SpectrumBase:
         core = _SpectrumBase()
-        core.set_on_input_callback(self.input.read_port)
+        core.set_on_input_callback(self._port_reader())
         if self.model == "128k":
             # The stub types the callback with one argument; the core passes (address, value).
             core.set_on_output_callback(self._on_output)  # type: ignore[arg-type]
@@ -271,8 +278,42 @@ class ZXSpectrum:
                     events.append(name)
             if flags & _END_OF_FRAME:
                 done += 1
-        self.frame_count += frames
+                self.frame_count += 1  # as it happens, for the EAR input's clock
         return events
+
+    def run_until_any(self, stops: Iterable[int | range], timeout_frames: int) -> int | None:
+        """Run until the program counter reaches one of `stops` (addresses or ranges).
+
+        Returns the address reached, or None after `timeout_frames` whole frames. The
+        addresses stay marked on this machine, so later runs through them are slower.
+        """
+        singles: set[int] = set()
+        ranges: list[range] = []
+        for stop in stops:
+            if isinstance(stop, range):
+                if stop.step != 1 or not 0 <= stop.start <= stop.stop <= 0x10000:
+                    raise ValueError(f"{stop} is not a run of addresses in 0x0000-0xFFFF")
+                if len(stop):
+                    self._core.mark_addrs(stop.start, len(stop), _BREAKPOINT_MARK)
+                ranges.append(stop)
+            else:
+                if not 0 <= stop <= 0xFFFF:
+                    raise ValueError(f"address {stop:#x} is outside 0x0000-0xFFFF")
+                self._core.mark_addrs(stop, 1, _BREAKPOINT_MARK)
+                singles.add(stop)
+        run = self._core._run
+        state = self._state
+        frames = 0
+        while frames < timeout_frames:
+            flags = run()
+            if flags & _BREAKPOINT_HIT:
+                pc = int(state.pc)
+                if pc in singles or any(pc in r for r in ranges):
+                    return pc
+            if flags & _END_OF_FRAME:
+                frames += 1
+                self.frame_count += 1
+        return None
 
     def run_until(self, address: int, timeout_frames: int) -> int | None:
         """Run until the program counter reaches `address`.
@@ -302,6 +343,63 @@ class ZXSpectrum:
     @property
     def held_keys(self) -> frozenset[str]:
         return self.input.held
+
+    def set_ear_input(self, level_at: Callable[[int], int] | None) -> None:
+        """Feed the EAR bit (bit 6 of port 0xFE reads) from `level_at(ticks)`; None: EAR low.
+
+        `ticks` is the machine's T-state clock, as the `ticks` property counts it.
+        """
+        self._ear = level_at
+        self._core.set_on_input_callback(self._port_reader())
+
+    def _port_reader(self) -> Callable[[int], int]:
+        read = self.input.read_port
+        level_at = self._ear
+        if level_at is None:
+            return read
+        per_frame = _TICKS_PER_FRAME[self.model]
+
+        state = self._state
+
+        def read_with_ear(address: int) -> int:
+            value = read(address)
+            # Inside a run the frame in progress is not counted yet, so no correction is due.
+            if not address & 1 and level_at(self.frame_count * per_frame + state.ticks_since_int):
+                value |= _EAR_BIT
+            return value
+
+        return read_with_ear
+
+    # -- CPU registers --------------------------------------------------------------
+
+    def register(self, name: str) -> int:
+        """One register pair (af, bc, ..., pc, alt_af, ...) or flip-flop (iff1, iff2) now."""
+        if name not in _REGISTERS:
+            raise ValueError(f"unknown register {name!r}; expected one of {', '.join(_REGISTERS)}")
+        return int(getattr(self._state, name))
+
+    def set_registers(self, **values: int) -> None:
+        """Set register pairs and flip-flops by name, e.g. `set_registers(pc=0x8000, de=0)`."""
+        for name, value in values.items():
+            if name not in _REGISTERS:
+                raise ValueError(
+                    f"unknown register {name!r}; expected one of {', '.join(_REGISTERS)}"
+                )
+            setattr(self._state, name, value & 0xFFFF)
+
+    @property
+    def halted(self) -> bool:
+        """Whether the CPU is halted (waiting in HALT for an interrupt)."""
+        return self._is_halted()
+
+    @property
+    def ticks(self) -> int:
+        """The T-state clock: `frame_count` whole frames plus the T-states into the next one."""
+        per_frame = _TICKS_PER_FRAME[self.model]
+        into_frame = int(self._state.ticks_since_int)
+        if into_frame >= per_frame:  # a frame that ended is counted; the core wraps on the next run
+            into_frame -= per_frame
+        return self.frame_count * per_frame + into_frame
 
     # -- memory and screen --------------------------------------------------------
 
@@ -368,6 +466,10 @@ class ZXSpectrum:
     @property
     def border(self) -> int:
         return int(self._state.border_colour)
+
+    @border.setter
+    def border(self, colour: int) -> None:
+        self._state.border_colour = colour & 7
 
     @property
     def port_7ffd(self) -> int:

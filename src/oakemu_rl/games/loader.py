@@ -15,7 +15,8 @@ from yaml.error import Mark
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..emulator.errors import SnapshotError
-from ..emulator.snapshots import Snapshot, load_snapshot
+from ..emulator.snapshots import READERS, Snapshot, load_snapshot
+from ..emulator.tape import CACHE_DIR_NAME, TapeError, is_tape_path, tape_snapshot
 from .errors import GameDefinitionError
 from .schema import GameSpec, PressStep, RandomizeStep, RunUntilStep, clean_message
 
@@ -42,8 +43,17 @@ class GameDefinition:
     def snapshot_path(self) -> Path:
         return (self.path.parent / self.spec.snapshot).resolve()
 
+    @property
+    def from_tape(self) -> bool:
+        """Whether `snapshot:` names a .tap or .tzx file, loaded through the ROM."""
+        return is_tape_path(self.spec.snapshot)
+
     @cached_property
     def snapshot(self) -> Snapshot:
+        """The starting machine: the snapshot file, or the state a tape leads to (cached in
+        `.oakemu-cache/` next to the YAML, keyed by the tape's hash)."""
+        if self.from_tape:
+            return tape_snapshot(self.snapshot_path, self.path.parent / CACHE_DIR_NAME)
         return load_snapshot(self.snapshot_path)
 
     @property
@@ -273,9 +283,20 @@ def load_game(game: str | Path) -> GameDefinition:
         raise GameDefinitionError(path, "", f"cannot be read: {exc}") from None
     spec = parse_game(read_game_yaml(text, path), path)
     definition = GameDefinition(spec, path)
+    suffix = Path(spec.snapshot).suffix
+    if suffix.lower() not in READERS and not definition.from_tape:
+        raise GameDefinitionError(
+            path, "snapshot", f"unknown snapshot format {suffix!r}; expected a .z80, .sna or "
+            ".szx snapshot, or a .tap or .tzx tape",
+        )  # fmt: skip
+    if definition.from_tape and spec.machine != "48k":
+        raise GameDefinitionError(
+            path, "snapshot", f"{spec.snapshot} is a tape, which loads on a 48K machine, but "
+            f"machine is {spec.machine}; expected machine: 48k",
+        )  # fmt: skip
     try:
         snapshot = definition.snapshot
-    except SnapshotError as exc:
+    except (SnapshotError, TapeError) as exc:
         raise GameDefinitionError(path, "snapshot", exc.problem + f" ({exc.path})") from None
     if snapshot.model != spec.machine:
         raise GameDefinitionError(
