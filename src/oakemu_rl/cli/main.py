@@ -15,6 +15,7 @@ from . import (
     export_cmd,
     games_cmd,
     inspect_cmd,
+    memory_cmd,
     play_cmd,
     play_onnx_cmd,
     plot_cmd,
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         replay_cmd,
         play_cmd,
         snapshot_cmd,
+        memory_cmd,
     )
     for module in (*commands, config_cmd):
         module.add_parser(sub)
