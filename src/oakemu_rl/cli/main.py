@@ -16,10 +16,12 @@ from . import (
     games_cmd,
     inspect_cmd,
     memory_cmd,
+    new_game_cmd,
     play_cmd,
     play_onnx_cmd,
     plot_cmd,
     replay_cmd,
+    routines_cmd,
     snapshot_cmd,
     train_cmd,
     trajectories_cmd,
@@ -47,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
         play_cmd,
         snapshot_cmd,
         memory_cmd,
+        routines_cmd,
+        new_game_cmd,
     )
     for module in (*commands, config_cmd):
         module.add_parser(sub)

@@ -66,6 +66,7 @@ class ZXSpectrum:
         self._port_7ffd = 0
         self._breakpoints: dict[int, str] = {}
         self._ear: Callable[[int], int] | None = None
+        self._port_hook: Callable[[int, int], None] | None = None
         self._core = self._make_core()
         self._view = self._core._get_state_view()
         self._state = SpectrumState(self._view)
@@ -315,6 +316,39 @@ class ZXSpectrum:
                 self.frame_count += 1
         return None
 
+    def trace_frame(self, watch: Iterable[range]) -> list[int]:
+        """Run one whole frame; return each arrival of the program counter at a watched
+        address (or a `set_breakpoints` routine), in order, one entry per instruction run there.
+
+        The addresses stay marked on this machine, as with `run_until_any`, so trace on a
+        `copy()` and drop it to stop watching.
+        """
+        for span in watch:
+            if span.step != 1 or not 0 <= span.start <= span.stop <= 0x10000:
+                raise ValueError(f"{span} is not a run of addresses in 0x0000-0xFFFF")
+            if len(span):
+                self._core.mark_addrs(span.start, len(span), _BREAKPOINT_MARK)
+        run = self._core._run
+        state = self._state
+        arrivals: list[int] = []
+        while True:
+            flags = run()
+            if flags & _BREAKPOINT_HIT:
+                arrivals.append(int(state.pc))
+            if flags & _END_OF_FRAME:
+                self.frame_count += 1
+                return arrivals
+
+    def copy(self) -> ZXSpectrum:
+        """A new machine in this one's state (held keys and EAR input too), with no
+        breakpoints, marks or port-read hook."""
+        twin = ZXSpectrum(self.model)
+        twin.load_state(self.save_state())
+        twin.set_keys(self.held_keys)
+        if self._ear is not None:
+            twin.set_ear_input(self._ear)
+        return twin
+
     def run_until(self, address: int, timeout_frames: int) -> int | None:
         """Run until the program counter reaches `address`.
 
@@ -352,7 +386,28 @@ class ZXSpectrum:
         self._ear = level_at
         self._core.set_on_input_callback(self._port_reader())
 
+    def set_port_read_hook(self, hook: Callable[[int, int], None] | None) -> None:
+        """Call `hook(port, value)` after every port read the program makes; None: stop.
+
+        `register("pc")` inside the hook is the address just after the reading instruction.
+        """
+        self._port_hook = hook
+        self._core.set_on_input_callback(self._port_reader())
+
     def _port_reader(self) -> Callable[[int], int]:
+        read = self._ear_port_reader()
+        hook = self._port_hook
+        if hook is None:
+            return read
+
+        def read_and_report(address: int) -> int:
+            value = read(address)
+            hook(address, value)
+            return value
+
+        return read_and_report
+
+    def _ear_port_reader(self) -> Callable[[int], int]:
         read = self.input.read_port
         level_at = self._ear
         if level_at is None:
