@@ -128,6 +128,56 @@ def test_main_loop_of_a_halting_game() -> None:
     assert found.confidence >= 0.95
 
 
+def rom_machine(program: bytes) -> ZXSpectrum:
+    """A program in IM 1, so that the 48K ROM's interrupt counts FRAMES and scans the keys."""
+    memory = bytearray(0xC000)
+    memory[0x4000 : 0x4000 + len(program)] = program
+    memory[0x1C00:0x1C08] = b"\xff" * 8  # KSTATE: no key pending
+    machine = ZXSpectrum("48k")
+    registers = Registers(pc=0x8000, sp=0xFF00, im=1, iy=0x5C3A)
+    machine.load_snapshot(Snapshot.from_48k_memory(bytes(memory), registers))
+    return machine
+
+
+def test_start_of_a_game_that_never_halts() -> None:
+    """The title spins reading SPACE; the game spins on FRAMES and counts frames on screen."""
+    machine = rom_machine(bytes([
+        0xFB,  # 8000 EI
+        0x3E, 0x7F,  # 8001 LD A,0x7F (title)
+        0xDB, 0xFE,  # 8003 IN A,(0xFE)
+        0x1F,  # 8005 RRA
+        0x38, 0xF9,  # 8006 JR C,8001
+        0x21, 0x78, 0x5C,  # 8008 LD HL,FRAMES (game)
+        0x7E,  # 800B LD A,(HL)
+        0xBE,  # 800C CP (HL)
+        0x28, 0xFD,  # 800D JR Z,800C
+        0x21, 0x00, 0x40,  # 800F LD HL,0x4000
+        0x34,  # 8012 INC (HL)
+        0x18, 0xF3,  # 8013 JR 8008
+    ]))  # fmt: skip
+    start = find_start(machine)
+    assert start.keys == ("SPACE",) and start.title_halt is None
+    assert start.main_loop.address == 0x800F
+
+
+def test_keys_read_through_the_rom() -> None:
+    """A program that shows LAST_K, which the ROM's interrupt sets: its own code reads no
+    port, so the ROM's reads are taken, and every key that makes a code acts."""
+    machine = rom_machine(bytes([
+        0xFB,  # 8000 EI
+        0x76,  # 8001 HALT
+        0x3A, 0x08, 0x5C,  # 8002 LD A,(LAST_K)
+        0x32, 0x00, 0x40,  # 8005 LD (0x4000),A
+        0x18, 0xF7,  # 8008 JR 8001
+    ]))  # fmt: skip
+    machine.run_frames(3)
+    keys = find_keys(machine, 0x8001)
+    assert keys.reads.rom and sorted(keys.reads.half_rows) == list(range(8))
+    assert len(keys.keys) == 38 and "CAPS_SHIFT" not in keys.keys  # a shift alone is no code
+    assert keys.keys[-4:] == ["SPACE", "0", "M", "ENTER"]  # fire-like keys last
+    assert keys.pairs == []  # too many keys act to try their pairs
+
+
 @pytest.mark.parametrize("game", ["catch", "forest_run"])
 def test_start_main_loop_and_keys_from_the_snapshot(game: str, tmp_path: Path) -> None:
     machine = bundled_snapshot(game, tmp_path)

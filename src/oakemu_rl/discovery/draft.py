@@ -46,6 +46,7 @@ START_KEYS: tuple[str, ...] = (
     "SPACE", "ENTER", "0", "1", "S", "P", "KEMPSTON_FIRE", "5", "N", "Y", "J", "K", "M", "2",
 )  # fmt: skip
 _SETTLED = 10  # frames a title must stay the same to count as settled
+_Where = tuple[str, int]  # ("halt", address of the HALT) or ("pc", program counter)
 
 
 class DraftError(ValueError):
@@ -90,22 +91,24 @@ class StartProcedure:
         machine.run_until(self.main_loop.address, self.timeout_frames)
 
 
-def _signatures(machine: ZXSpectrum, frames: int) -> tuple[list[int | None], list[bytes]]:
-    """Per frame: the HALT the CPU waits in at its end (or None), and the screen."""
-    halts: list[int | None] = []
+def _signatures(machine: ZXSpectrum, frames: int) -> tuple[list[_Where], list[bytes]]:
+    """Per frame: where the CPU is at its end (the HALT it waits in, or else the program
+    counter), and the screen."""
+    where: list[_Where] = []
     screens: list[bytes] = []
     for _ in range(frames):
         machine.run_frames(1)
-        halts.append(halt_address(machine))
+        halt = halt_address(machine)
+        where.append(("halt", halt) if halt is not None else ("pc", machine.register("pc")))
         screens.append(bytes(machine.display_memory()))
-    return halts, screens
+    return where, screens
 
 
-def _settle_frame(halts: list[int | None], screens: list[bytes]) -> int | None:
+def _settle_frame(where: list[_Where], screens: list[bytes]) -> int | None:
     """The first frame from which the title stays put: the same HALT or the same screen."""
-    for n in range(len(halts) - _SETTLED):
+    for n in range(len(where) - _SETTLED):
         window = range(n, n + _SETTLED)
-        if halts[n] is not None and all(halts[i] == halts[n] for i in window):
+        if where[n][0] == "halt" and all(where[i] == where[n] for i in window):
             return n
         if all(screens[i] == screens[n] for i in window):
             return n
@@ -118,17 +121,24 @@ def find_start(
     settle_frames: int = 300,
     watch_frames: int = 100,
 ) -> StartProcedure:
-    """Find how to start the game loaded on `machine` (left as it was)."""
+    """Find how to start the game loaded on `machine` (left as it was).
+
+    A key starts the game when, after it was held, the CPU spends most frames somewhere the
+    title never is (another HALT, or other code when the game does not halt) and the screen
+    differs from the title's.
+    """
     idle = machine.copy()
-    halts, screens = _signatures(idle, settle_frames)
-    settled = _settle_frame(halts, screens)
+    where, screens = _signatures(idle, settle_frames)
+    settled = _settle_frame(where, screens)
     wait = 50 if settled is None else settled + 1
     title = machine.copy()
     title.run_frames(wait)
     ready = title.save_state()
-    base_halts, base_screens = _signatures(title.copy(), watch_frames + 2)
-    title_halt = Counter(base_halts[-watch_frames // 2 :]).most_common(1)[0][0]
-    base_late = set(base_halts[-watch_frames // 2 :])
+    base_where, base_screens = _signatures(title.copy(), watch_frames + 2)
+    base_late = base_where[-watch_frames // 2 :]
+    halts = Counter(address for kind, address in base_late if kind == "halt")
+    title_halt = halts.most_common(1)[0][0] if halts else None
+    seen = set(base_late)
     tried: list[str] = []
     for press_frames in (2, 10):
         for key in keys:
@@ -137,21 +147,16 @@ def find_start(
             trial.set_keys((key,))
             trial.run_frames(press_frames)
             trial.set_keys(())
-            trial_halts, trial_screens = _signatures(trial, watch_frames)
-            late = trial_halts[-watch_frames // 2 :]
-            new = Counter(h for h in late if h is not None and h not in base_late)
-            if not new:
-                tried.append(key)
-                continue
-            count = new.most_common(1)[0][1]
-            share = count / len(late)
+            trial_where, trial_screens = _signatures(trial, watch_frames)
+            late = trial_where[-watch_frames // 2 :]
+            share = sum(1 for w in late if w not in seen) / len(late)
             if share < 0.5 or trial_screens[-1] == base_screens[-1]:
                 tried.append(key)
                 continue
             return _started(machine, ready, wait, (key,), press_frames, title_halt, tried, share)
     raise DraftError(
-        f"none of the keys {', '.join(keys)} (held 2 or 10 frames after {wait} frames) made "
-        "the game wait in a new HALT; start it by hand (oakemu-rl snapshot --press) and "
+        f"none of the keys {', '.join(keys)} (held 2 or 10 frames after {wait} frames) took "
+        "the game away from its title; start it by hand (oakemu-rl snapshot --press) and "
         "draft from that snapshot"
     )
 
@@ -554,6 +559,8 @@ def _render(draft: Draft) -> str:
         or "several rows at once"
     )
     kempston = "; Kempston too" if keys.reads.kempston else ""
+    if keys.reads.rom:
+        kempston += " (through the ROM)"
     out.append(_comment("actions:", f"the game reads half-rows {reads}{kempston}"))
     for action in keys.actions:
         if not action:

@@ -38,6 +38,7 @@ class PortReads:
     kempston: int  # reads of the Kempston port
     readers: dict[int, int]  # address after the reading instruction -> reads
     frames: int
+    rom: bool = False  # the game's code read nothing: these are the ROM's reads
 
     def candidate_keys(self) -> list[str]:
         """The keys these reads can see: the rows read alone (all 40 keys when the game only
@@ -57,29 +58,30 @@ def record_port_reads(
     seed: int = 0,
 ) -> PortReads:
     """Run `frames` frames on a copy of `machine`, holding `keys` picked at random, and note
-    the port reads of code in RAM."""
+    the port reads of code in RAM (those of the ROM when code in RAM reads nothing: a game
+    that reads the keyboard through the ROM)."""
     play = machine.copy()
-    rows: Counter[int] = Counter()
-    readers: Counter[int] = Counter()
-    counts = {"multi": 0, "kempston": 0}
+    rows = {False: Counter[int](), True: Counter[int]()}
+    readers = {False: Counter[int](), True: Counter[int]()}
+    multi: Counter[bool] = Counter()
+    kempston: Counter[bool] = Counter()
 
     def note(port: int, value: int) -> None:
         pc = play.register("pc")
-        if pc < _ROM_END:
-            return
+        rom = pc < _ROM_END
         if not port & 1:
             selected = [row for row in range(8) if not port >> 8 & 1 << row]
             if len(selected) == 1:
-                rows[selected[0]] += 1
+                rows[rom][selected[0]] += 1
             elif selected:
-                counts["multi"] += 1
+                multi[rom] += 1
             else:
                 return
         elif port & 0xFF == _KEMPSTON_PORT:
-            counts["kempston"] += 1
+            kempston[rom] += 1
         else:
             return
-        readers[pc] += 1
+        readers[rom][pc] += 1
 
     rng = np.random.default_rng(seed)
     play.set_port_read_hook(note)
@@ -88,7 +90,8 @@ def record_port_reads(
             play.set_keys(keys[int(rng.integers(len(keys)))])
         play.run_frames(1)
     play.set_port_read_hook(None)
-    return PortReads(dict(rows), counts["multi"], counts["kempston"], dict(readers), frames)
+    rom = not readers[False]
+    return PortReads(dict(rows[rom]), multi[rom], kempston[rom], dict(readers[rom]), frames, rom)
 
 
 @dataclass(frozen=True)
@@ -203,11 +206,13 @@ def find_keys(
     states: int = 4,
     hold: int = 12,
     seed: int = 0,
+    max_pairs: int = 8,
 ) -> GameKeys:
     """The action keys of a game being played on `machine` (left as it was).
 
     Runs `frames` frames noting the port reads and saving `states` moments, then tries
-    every key the reads can see from each moment, holding it `hold` frames.
+    every key the reads can see from each moment, holding it `hold` frames. Pairs are tried
+    when at most `max_pairs` keys act (more make a large action set already).
     """
     reads = record_port_reads(machine, frames, seed=seed)
     play = machine.copy()
@@ -224,7 +229,7 @@ def find_keys(
     joystick = [k for k in acting if k in KEMPSTON_BITS]
     keys, alternatives = (keyboard, joystick) if keyboard else (joystick, [])
     keys = _order(keys)
-    pairs = combined_pairs(saved, machine.model, keys, hold) if len(keys) > 1 else []
+    pairs = combined_pairs(saved, machine.model, keys, hold) if 1 < len(keys) <= max_pairs else []
     pairs = [tuple(_order(p)) for p in pairs]  # type: ignore[misc]
     pairs.sort(key=lambda p: (keys.index(p[1]), keys.index(p[0])))
     return GameKeys(reads, effects, keys, pairs, control, alternatives)
