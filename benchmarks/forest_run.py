@@ -135,31 +135,35 @@ def play_games(run_dir: Path, episodes: int = EPISODES) -> dict[str, Any]:
     }
 
 
-def plot(results: dict[str, list[dict[str, Any]]], out: Path) -> None:
+def plot(out: Path) -> Path:
+    """Evaluation win rate and mean score of every run under `out` against env steps and
+    wall time (all four variants, whichever call of the benchmark trained them)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for name, rows in results.items():
-        for i, row in enumerate(rows):
-            evaluations = row["summary"].get("evaluations") or []
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex="col", sharey="row")
+    for index, name in enumerate(VARIANTS):
+        runs = sorted(out.glob(f"{name.replace('+', '_')}-seed*/summary.json"))
+        for i, path in enumerate(runs):
+            evaluations = json.loads(path.read_text()).get("evaluations") or []
             steps = [e["step"] for e in evaluations]
-            rates = [e["win_rate"] for e in evaluations]
-            seconds = [e.get("elapsed_s", np.nan) for e in evaluations]
-            label = name if i == 0 else None
-            axes[0].plot(
-                steps, rates, marker="o", label=label, color=f"C{list(results).index(name)}"
-            )
-            axes[1].plot(
-                np.array(seconds) / 60, rates, marker="o", color=f"C{list(results).index(name)}"
-            )
-    axes[0].set(xlabel="env steps", ylabel="evaluation win rate", title="forest_run")
-    axes[1].set(xlabel="wall-clock minutes", title="same budget, 2 cores")
-    axes[0].legend()
+            minutes = [(e.get("elapsed_s") or np.nan) / 60 for e in evaluations]
+            for row, key in enumerate(("win_rate", "mean_score")):
+                values = [e[key] for e in evaluations]
+                label = name if i == 0 and row == 0 else None
+                axes[row][0].plot(steps, values, marker="o", color=f"C{index}", label=label)
+                axes[row][1].plot(minutes, values, marker="o", color=f"C{index}")
+    axes[0][0].set(ylabel="evaluation win rate", title="forest_run: against env steps")
+    axes[0][1].set(title="against wall-clock minutes (2 cores)")
+    axes[1][0].set(xlabel="env steps", ylabel="evaluation mean score")
+    axes[1][1].set(xlabel="minutes")
+    axes[0][0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    target = out / "forest_run.png"
+    fig.savefig(target, dpi=90)
+    return target
 
 
 def main() -> None:
@@ -197,7 +201,7 @@ def main() -> None:
                 flush=True,
             )
     (args.out / "results.json").write_text(json.dumps(results, indent=2, default=str))
-    plot(results, args.out / "forest_run.png")
+    plotted = plot(args.out)
     print(f"\n{'variant':<20} {'win rate':>9} {'no loss':>8} {'sector':>7}  first win")
     for name, rows in results.items():
         firsts = [r["summary"].get("first_win") for r in rows]
@@ -208,7 +212,7 @@ def main() -> None:
             f"{np.mean([r['mean_sector'] for r in rows]):>7.2f}  "
             + (f"{np.mean(first):.1f} min ({len(first)}/{len(rows)} runs)" if first else "none")
         )
-    print(f"plot: {args.out / 'forest_run.png'}")
+    print(f"plot: {plotted}")
 
 
 if __name__ == "__main__":
