@@ -256,8 +256,8 @@ def test_bc_materialisation_source_queue() -> None:
     assert not source.request(4, [0]) and source.closed
 
 
-def test_restart_pool_keeps_the_best_and_samples() -> None:
-    pool = RestartPool(capacity=2)
+def test_restart_pool_by_return_keeps_the_best_and_samples() -> None:
+    pool = RestartPool(capacity=2, priority="return")
     assert pool.sample(np.random.default_rng(0)) is None
     assert pool.add(b"a", episode_return=1.0, episode_step=10)
     assert pool.add(b"b", episode_return=3.0, episode_step=20)
@@ -266,7 +266,7 @@ def test_restart_pool_keeps_the_best_and_samples() -> None:
     rng = np.random.default_rng(0)
     states = {pool.sample(rng).state for _ in range(50)}  # type: ignore[union-attr]
     assert states == {b"b", b"d"}
-    restored = RestartPool(capacity=2)
+    restored = RestartPool(capacity=2, priority="return")
     restored.load_state_dict(pool.state_dict())
     assert len(restored) == 2 and restored.best_return == 3.0
 

@@ -207,7 +207,7 @@ def test_backplay_moves_the_hand_over_earlier_as_the_agent_succeeds(tmp_path: Pa
 @pytest.mark.parametrize("seed", [11, 12, 13])
 def test_search_demonstrator_wins_catch(seed: int) -> None:
     game = load_game("catch")
-    result = SearchDemonstrator(game, SearchSettings(beam=2, hold=4), seed=0).play(seed)
+    result = SearchDemonstrator(game, SearchSettings(beam=4, hold=4), seed=0).play(seed)
     trajectory = result.trajectory
     assert trajectory.won and trajectory.lives_lost == 0
     assert trajectory.start_seed == seed and trajectory.source == "demo"
