@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from .train_cmd import _non_negative_int, _positive_int
+from .arguments import non_negative_int, positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,19 +26,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument("game", help="bundled game name or game YAML path")
     parser.add_argument("--out", type=Path, required=True, help="directory for the files")
-    parser.add_argument("--episodes", type=_positive_int, default=10, help="episodes to play")
+    parser.add_argument("--episodes", type=positive_int, default=10, help="episodes to play")
     parser.add_argument(
-        "--seed", type=_non_negative_int, default=0, help="draws the episodes' start seeds"
+        "--seed", type=non_negative_int, default=0, help="draws the episodes' start seeds"
     )
     parser.add_argument(
-        "--beam", type=_positive_int, default=8, help="machine states kept after each move"
+        "--beam", type=positive_int, default=8, help="machine states kept after each move"
     )
     parser.add_argument(
-        "--hold", type=_positive_int, default=2, help="agent steps each searched move lasts"
+        "--hold", type=positive_int, default=2, help="agent steps each searched move lasts"
     )
     parser.add_argument(
         "--workers",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="episodes searched at once (default: the CPU cores)",
     )

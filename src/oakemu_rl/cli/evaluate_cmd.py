@@ -7,8 +7,9 @@ import json
 import math
 from pathlib import Path
 
+from .arguments import non_negative_int, positive_int
 from .errors import UsageError
-from .train_cmd import _non_negative_int, _positive_int, add_allow_code_flag
+from .train_cmd import add_allow_code_flag
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "checkpoint used is printed (and is in --json's output).",
     )
     parser.add_argument("target", type=Path, metavar="RUN_DIR|CHECKPOINT")
-    parser.add_argument("--episodes", type=_positive_int, default=10, help="episodes (default 10)")
+    parser.add_argument("--episodes", type=positive_int, default=10, help="episodes (default 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--last",
@@ -30,10 +31,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="a run's newest checkpoint (default: its best by evaluation, or the "
         "newest when none was evaluated)",
     )
-    parser.add_argument("--seed", type=_non_negative_int, help="env seed")
+    parser.add_argument("--seed", type=non_negative_int, help="env seed")
     parser.add_argument(
         "--num-envs",
-        type=_positive_int,
+        type=positive_int,
         help="envs played at once (default: the run's tester.num_envs); with 1, the "
         "episodes are those of play-onnx with the same --seed",
     )
@@ -47,12 +48,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "for the same --seed",
     )
     parser.add_argument(
-        "--video-episodes", type=_positive_int, default=1, help="episodes in the video (1)"
+        "--video-episodes", type=positive_int, default=1, help="episodes in the video (1)"
     )
-    parser.add_argument("--scale", type=_positive_int, default=2, help="video pixel scale (2)")
+    parser.add_argument("--scale", type=positive_int, default=2, help="video pixel scale (2)")
     parser.add_argument(
         "--video-steps",
-        type=_positive_int,
+        type=positive_int,
         help="cut each video episode after this many steps (default: the run's "
         "tester.max_episode_steps)",
     )

@@ -15,8 +15,8 @@ from ..emulator.screen import to_rgb
 from ..envs.oakemu_env import OakEmuEnv
 from ..envs.observation import ObservationConfig
 from ..games.loader import load_game
+from .arguments import non_negative_int
 from .errors import UsageError
-from .train_cmd import _non_negative_int
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,12 +26,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument("game", help="bundled game name or path to a game YAML")
     parser.add_argument("--out", default="inspect_out", help="folder for the PNGs")
-    parser.add_argument(
-        "--seed", type=_non_negative_int, default=0, help="seed for start.randomize"
-    )
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed for start.randomize")
     parser.add_argument(
         "--steps",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=0,
         help="random agent steps to take before the pictures",
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .arguments import non_negative_int
 from .errors import UsageError
-from .train_cmd import _non_negative_int
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument("--out", type=Path, required=True, help="the game YAML to write")
     parser.add_argument("--force", action="store_true", help="overwrite --out if it exists")
-    parser.add_argument("--seed", type=_non_negative_int, default=0, help="seed for random play")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed for random play")
     parser.set_defaults(handler=run)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .arguments import non_negative_int, positive_int
 from .errors import UsageError
-from .train_cmd import _non_negative_int, _positive_int
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,10 +27,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="FILE",
         help="the trajectory file to write (NAME.trajectory.json)",
     )
-    parser.add_argument("--scale", type=_positive_int, default=3, help="window pixel scale (3)")
-    parser.add_argument("--seed", type=_non_negative_int, help="seed of the episode's start")
+    parser.add_argument("--scale", type=positive_int, default=3, help="window pixel scale (3)")
+    parser.add_argument("--seed", type=non_negative_int, help="seed of the episode's start")
     parser.add_argument(
-        "--max-steps", type=_positive_int, help="end the episode after this many steps"
+        "--max-steps", type=positive_int, help="end the episode after this many steps"
     )
     parser.set_defaults(handler=run)
 

@@ -14,8 +14,8 @@ from ..envs.recording import action_name, frame_duration_ms, gif_bytes, spectrum
 from ..games.loader import GameDefinition, bundled_games, load_game
 from ..trajectories.materialise import replay, start
 from ..trajectories.trajectory_file import Trajectory, TrajectoryFileError, game_sha256
+from .arguments import positive_int
 from .errors import UsageError
-from .train_cmd import _positive_int
 
 ENDINGS = ("win", "loss")
 
@@ -39,10 +39,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="OUT.gif",
         help="write a GIF of the Spectrum's screen with step, score, lives and action",
     )
-    parser.add_argument("--scale", type=_positive_int, default=2, help="video pixel scale (2)")
+    parser.add_argument("--scale", type=positive_int, default=2, help="video pixel scale (2)")
     parser.add_argument(
         "--every",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         metavar="K",
         help="a video frame every K steps (1), each shown K times as long",

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .arguments import non_negative_int
 from .errors import UsageError
-from .train_cmd import _non_negative_int
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -39,11 +39,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument(
         "--frames",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=8000,
         help="at most this many frames of random play (default 8000)",
     )
-    parser.add_argument("--seed", type=_non_negative_int, default=0, help="seed for random play")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed for random play")
     parser.set_defaults(handler=run)
 
 

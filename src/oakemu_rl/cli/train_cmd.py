@@ -7,32 +7,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .arguments import non_negative_int, positive_int
 from .errors import UsageError
 from .process_setup import keep_freed_memory
 
 if TYPE_CHECKING:
     from ..experiments import Experiment
     from ..runtime.config_base import ExperimentConfiguration
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,9 +31,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="algorithm (default: the --config file's algo, else dqn)",
     )
     parser.add_argument("--config", type=Path, help="YAML configuration file")
-    parser.add_argument("--steps", type=_positive_int, help="total env steps of the run")
+    parser.add_argument("--steps", type=positive_int, help="total env steps of the run")
     parser.add_argument("--run-dir", type=Path, help="where the run's files go")
-    parser.add_argument("--seed", type=_non_negative_int, help="random seed")
+    parser.add_argument("--seed", type=non_negative_int, help="random seed")
     parser.add_argument(
         "--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR"
     )

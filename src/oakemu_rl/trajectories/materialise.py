@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import numpy.typing as npt
 
 from ..envs.oakemu_env import OakEmuEnv
@@ -136,8 +135,3 @@ def states_along(env: OakEmuEnv, trajectory: Trajectory, every: int) -> Trajecto
             found.returns.append(collected)
             found.values.append(dict(step.info.get("values") or {}))
     return found
-
-
-def observation_bytes(observation: npt.NDArray[Any]) -> int:
-    """Bytes of one observation (for caches bounded in bytes)."""
-    return int(np.asarray(observation).nbytes)
