@@ -9,6 +9,7 @@ from gymnasium.utils.env_checker import check_env
 
 import oakemu_rl.envs  # noqa: F401  (registers oakemu/<game>)
 from oakemu_rl.envs import OakEmuEnv
+from oakemu_rl.games.loader import bundled_games
 
 SMALL = {"height": 42, "width": 42, "frame_stack": 2}
 
@@ -74,7 +75,7 @@ def test_forest_run_crash_costs_ten_and_the_last_sector_wins() -> None:
     assert max(rewards) >= 100 * 0.1
 
 
-@pytest.mark.parametrize("game", ["catch", "forest_run"])
+@pytest.mark.parametrize("game", sorted(bundled_games()))
 def test_bundled_games_pass_gymnasium_check_env(game: str) -> None:
     env = gym.make(f"oakemu/{game}", observation_config=SMALL)
     check_env(env.unwrapped, skip_render_check=True)
@@ -88,3 +89,25 @@ def test_bundled_game_via_module_prefixed_id() -> None:
     obs, _ = env.reset(seed=0)
     assert obs.shape == (4, 84, 84)
     env.close()
+
+
+@pytest.mark.parametrize("game", sorted(bundled_games()))
+def test_bundled_games_are_deterministic(game: str) -> None:
+    """The same seed and actions give the same observations, rewards and outcomes."""
+
+    def play(seed: int) -> list[tuple[bytes, float, bool, bool]]:
+        env = OakEmuEnv(game, SMALL, seed=seed)
+        obs, _ = env.reset(seed=seed)
+        actions = np.random.default_rng(seed).integers(0, env.action_space.n, size=300)
+        trace = [(obs.tobytes(), 0.0, False, False)]
+        for action in actions:
+            obs, reward, terminated, truncated, _ = env.step(int(action))
+            trace.append((obs.tobytes(), reward, terminated, truncated))
+            if terminated or truncated:
+                obs, _ = env.reset()
+        env.close()
+        return trace
+
+    first = play(3)
+    assert first == play(3)
+    assert first != play(4), f"{game}: two seeds played the same game"
