@@ -26,25 +26,69 @@ class RamRange(BaseModel):
     length: int = Field(1, ge=1, le=0x10000, description="Bytes from `address` on.")
 
 
+class ScreenRegion(BaseModel):
+    """A rectangle of the 256x192 screen, in pixels."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    x: int = Field(0, ge=0, le=255, description="Left column.")
+    y: int = Field(0, ge=0, le=191, description="Top row.")
+    width: int = Field(256, ge=8, le=256, description="Columns.")
+    height: int = Field(192, ge=8, le=192, description="Rows.")
+
+    @model_validator(mode="after")
+    def _inside_screen(self) -> ScreenRegion:
+        if self.x + self.width > 256 or self.y + self.height > 192:
+            raise ValueError(
+                f"the region {self.width}x{self.height} at ({self.x}, {self.y}) runs off the "
+                "256x192 screen"
+            )
+        return self
+
+
+DEFAULT_SIZE = 84
+AUTO_CHOSEN = ("height", "width", "crop")
+"""Settings that `type: auto` chooses itself."""
+
+
 class ObservationConfig(BaseModel):
     """What the agent sees.
 
-    - `screen`: the play area, grayscale or colour, resized to height x width,
-      the last `frame_stack` frames stacked on the channel axis (channels first).
-    - `attributes`: the colour-attribute bytes of the play area's 8x8 cells.
+    - `screen`: the play area (or `crop`), grayscale or colour, resized to height x
+      width, the last `frame_stack` frames stacked on the channel axis (channels first).
+    - `attributes`: the colour-attribute bytes of the play area's (or crop's) 8x8 cells.
     - `ram`: bytes of named data variables or explicit address ranges.
+    - `auto`: `attributes` or a cropped `screen`, chosen from how the game draws
+      (see `oakemu_rl.envs.observation_choice`); `config show` says which and why.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    type: Literal["screen", "attributes", "ram"] = Field(
+    type: Literal["screen", "attributes", "ram", "auto"] = Field(
         "screen",
         description="'screen': pixels of the play area; 'attributes': its 8x8 cells' colour "
-        "attribute bytes; 'ram': bytes of memory named in `ram`.",
+        "attribute bytes; 'ram': bytes of memory named in `ram`; 'auto': attributes where "
+        "the game's sprites are attribute blocks or cell glyphs, else a screen crop and size "
+        "that keep 8x8 cells visible (chosen per game from random play).",
+    )
+    crop: ScreenRegion | None = Field(
+        None,
+        description="For 'screen' and 'attributes': the part of the screen seen instead of "
+        "the game's play area (null: the play area).",
     )
     grayscale: bool = Field(True, description="Screen in grayscale (else RGB, 3 channels a frame).")
-    height: int = Field(84, ge=8, le=192, description="Screen rows after resizing the play area.")
-    width: int = Field(84, ge=8, le=256, description="Screen columns after resizing.")
+    height: int = Field(
+        DEFAULT_SIZE,
+        ge=8,
+        le=192,
+        description="Screen rows after resizing the play area (chosen by type 'auto', "
+        "where it is left out).",
+    )
+    width: int = Field(
+        DEFAULT_SIZE,
+        ge=8,
+        le=256,
+        description="Screen columns after resizing (chosen by type 'auto').",
+    )
     frame_stack: int = Field(
         4, ge=1, le=16, description="The last frames stacked on the channel axis."
     )
@@ -57,6 +101,14 @@ class ObservationConfig(BaseModel):
     def _ram_needs_ranges(self) -> ObservationConfig:
         if self.type == "ram" and not self.ram:
             raise ValueError("a 'ram' observation needs at least one entry in 'ram'")
+        # A saved configuration lists every field: the defaults are not a choice.
+        defaults = {"height": DEFAULT_SIZE, "width": DEFAULT_SIZE, "crop": None}
+        chosen = [name for name in AUTO_CHOSEN if getattr(self, name) != defaults[name]]
+        if self.type == "auto" and chosen:
+            raise ValueError(
+                f"type 'auto' chooses {', '.join(chosen)} itself; set type 'screen' or "
+                "'attributes' to choose them"
+            )
         return self
 
 
@@ -64,8 +116,11 @@ class ObservationPipeline:
     """Builds observations from a machine, keeping the frame stack."""
 
     def __init__(self, config: ObservationConfig, game: GameDefinition) -> None:
-        self.config = config
-        area = game.spec.play_area
+        from .observation_choice import choose_observation
+
+        self.choice = choose_observation(config, game)
+        config = self.config = self.choice.config
+        area = config.crop or game.spec.play_area
         self._rows = slice(area.y, area.y + area.height)
         self._cols = slice(area.x, area.x + area.width)
         self._cell_rows = slice(area.y // 8, (area.y + area.height + 7) // 8)
@@ -84,8 +139,9 @@ class ObservationPipeline:
                 self._ram.append((entry.address, entry.length))
         if config.type == "screen" and (config.height > area.height or config.width > area.width):
             raise ValueError(
-                f"observation {config.height}x{config.width} is larger than the play area "
-                f"{area.height}x{area.width} of {game.path}; observations only downscale"
+                f"observation {config.height}x{config.width} is larger than the "
+                f"{'crop' if config.crop else 'play area'} {area.height}x{area.width} of "
+                f"{game.path}; observations only downscale"
             )
         self._area = (area.x, area.y, area.width, area.height)
         self._kernel = native_kernel()

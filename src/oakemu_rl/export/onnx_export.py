@@ -26,6 +26,7 @@ import torch
 
 from ..envs.factory import make_env
 from ..envs.gym_backend import is_gym_id
+from ..envs.observation_choice import choose_observation
 from ..experiments.evaluation import checkpoint_policy, find_checkpoint, read_checkpoint_config
 from ..games.loader import load_game
 from ..runtime.checkpoints import Checkpoint
@@ -129,7 +130,10 @@ def describe(
         actions = [list(keys) for keys in game.spec.actions]
         area = game.spec.play_area
         play_area = {"x": area.x, "y": area.y, "width": area.width, "height": area.height}
-        observation = config.env.observation.model_dump(mode="json")
+        # `auto` is stored as what it chose, so a player needs no choice of its own.
+        observation = choose_observation(config.env.observation, game).config.model_dump(
+            mode="json"
+        )
         observation["kind"] = observation.pop("type")
     observation.update(shape=list(shape), dtype=dtype, play_area=play_area)
     return PolicyMetadata(

@@ -1,0 +1,102 @@
+"""Choose the defaults for games without a preset by a sweep on the training set.
+
+    python benchmarks/defaults_sweep.py [--steps 60000] [--seeds 0] [--episodes 30]
+                                        [--only dqn/auto ...] [--out DIR]
+
+Every candidate configuration trains on each training-set game (`catch`, `forest_run`,
+given by their YAML paths, so their presets do not apply) for the same env steps, and
+its best checkpoint plays greedy episodes (`training_runs.py`). Games differ in scale,
+so each game's returns are normalised: 0 is random play, 1 is the best candidate of
+the same algorithm on that game. The candidate of each algorithm with the highest mean
+normalised return is the default. The test-set games (every other bundled game) are
+never used here; `generality.py` reports the chosen defaults on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from training_runs import TRAINING_SET, Evaluation, evaluate, train
+
+SCREEN_32 = {"observation": {"type": "screen", "height": 32, "width": 32, "frame_stack": 2}}
+AUTO = {"observation": {"type": "auto", "frame_stack": 2}}
+CANDIDATES: dict[str, dict[str, Any]] = {
+    "dqn/screen32": {"algo": "dqn", "env": SCREEN_32},
+    "dqn/auto": {"algo": "dqn", "env": AUTO},
+    "ppo/screen32": {"algo": "ppo", "env": SCREEN_32},
+    "ppo/auto": {"algo": "ppo", "env": AUTO},
+    "ppo/auto-lr1e-3": {
+        "algo": "ppo",
+        "env": AUTO,
+        "ppo": {"learning_rate": 1e-3, "rollout_steps": 64, "epochs": 8},
+    },
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=60_000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--episodes", type=int, default=30, help="greedy episodes per agent")
+    parser.add_argument("--only", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES))
+    parser.add_argument("--out", type=Path, default=Path("benchmark-runs/defaults"))
+    args = parser.parse_args()
+
+    results: dict[tuple[str, str], list[Evaluation]] = {}
+    randoms: dict[str, list[Evaluation]] = {}
+    for seed in args.seeds:
+        for game in TRAINING_SET:
+            random_done = False
+            for name in args.only:
+                run_dir, _ = train(args.out, CANDIDATES[name], game, seed, args.steps)
+                results.setdefault((name, game), []).append(
+                    evaluate(run_dir, args.episodes, seed=1000 + seed)
+                )
+                if not random_done:  # random play needs a checkpoint only to load the game
+                    randoms.setdefault(game, []).append(
+                        evaluate(run_dir, args.episodes, seed=1000 + seed, random=True)
+                    )
+                    random_done = True
+    report(args, results, randoms)
+
+
+def report(
+    args: argparse.Namespace,
+    results: dict[tuple[str, str], list[Evaluation]],
+    randoms: dict[str, list[Evaluation]],
+) -> None:
+    print(f"\nDefaults sweep: {args.steps:,} env steps, seeds {args.seeds}, "
+          f"{args.episodes} greedy episodes of each best checkpoint")  # fmt: skip
+    header = ["candidate", *(f"{g} return [95% CI]" for g in TRAINING_SET), "normalised"]
+    rows = [["random", *(randoms[g][0].interval() for g in TRAINING_SET), "0.00"]]
+    chosen: dict[str, tuple[float, str]] = {}
+    for name in args.only:
+        algo = name.split("/")[0]
+        normalised = []
+        for game in TRAINING_SET:
+            floor = np.mean([r.mean_return for r in randoms[game]])
+            best = max(
+                np.mean([r.mean_return for r in results[(other, game)]])
+                for other in args.only
+                if other.startswith(algo + "/")
+            )
+            mine = np.mean([r.mean_return for r in results[(name, game)]])
+            normalised.append((mine - floor) / max(best - floor, 1e-9))
+        score = float(np.mean(normalised))
+        if score > chosen.get(algo, (-np.inf, ""))[0]:
+            chosen[algo] = (score, name)
+        cells = [" / ".join(r.interval() for r in results[(name, game)]) for game in TRAINING_SET]
+        rows.append([name, *cells, f"{score:.2f}"])
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, ["-" * w for w in widths], *rows]:
+        print("| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+    for algo, (score, name) in chosen.items():
+        print(f"chosen for {algo}: {name} (mean normalised return {score:.2f})")
+
+
+if __name__ == "__main__":
+    main()

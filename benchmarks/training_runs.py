@@ -1,0 +1,96 @@
+"""Train and evaluate as a user would, through the command line: shared by the benchmarks
+that compare configurations over games and seeds (`defaults_sweep.py`, `generality.py`).
+
+A run is `oakemu-rl train --config FILE --run-dir DIR --seed S --steps N --quiet` on a
+bundled game given by its YAML path (so no preset applies: the defaults and the given
+overrides are all there is). A run directory that already holds a summary is reused,
+so an interrupted benchmark resumes. Each trained agent is played greedily with
+`oakemu-rl evaluate` from its best checkpoint (by the lower bound of the 95% interval),
+and random play is the same evaluation with `--epsilon 1`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oakemu_rl.games.loader import bundled_games
+
+OAKEMU_RL = [sys.executable, "-m", "oakemu_rl.cli.main"]
+TRAINING_SET = ("catch", "forest_run")
+"""The games the defaults are chosen on; every other bundled game is the test set."""
+
+
+def test_set() -> list[str]:
+    """The bundled games that no default was chosen on."""
+    return [game for game in bundled_games() if game not in TRAINING_SET]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Greedy (or random) episodes of one agent."""
+
+    mean_return: float
+    ci95_low: float
+    ci95_high: float
+    median_return: float
+    mean_score: float
+    win_rate: float
+    episodes: int
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Evaluation:
+        return cls(**{name: float(data[name]) for name in cls.__dataclass_fields__})  # type: ignore[arg-type]
+
+    def interval(self) -> str:
+        return f"{self.mean_return:.1f} [{self.ci95_low:.1f}, {self.ci95_high:.1f}]"
+
+
+def settings_name(settings: dict[str, Any]) -> str:
+    """`dqn-1a2b3c4d`: the algorithm and a digest of the settings, so that two benchmarks
+    sharing an output folder share the runs of equal settings."""
+    text = json.dumps(settings, sort_keys=True)
+    return f"{settings['algo']}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def train(
+    out: Path, settings: dict[str, Any], game: str, seed: int, steps: int
+) -> tuple[Path, dict[str, Any]]:
+    """Train `settings` (a partial configuration with `algo`) on `game`; the run directory
+    and its summary."""
+    name = settings_name(settings)
+    run_dir = out / "runs" / f"{name}-{game}-s{seed}-{steps}"
+    summary_path = run_dir / "summary.json"
+    if not summary_path.is_file():
+        config = out / "configs" / f"{name}-{game}.yaml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        game_yaml = str(bundled_games()[game])
+        config.write_text(yaml.safe_dump({**settings, "game": game_yaml}, sort_keys=False))
+        if run_dir.exists():  # an unfinished run: start it again
+            subprocess.run(["rm", "-rf", str(run_dir)], check=True)
+        command = [*OAKEMU_RL, "train", "--config", str(config), "--run-dir", str(run_dir)]
+        command += ["--seed", str(seed), "--steps", str(steps), "--quiet"]
+        started = time.monotonic()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        print(f"  trained {name} on {game}, seed {seed}: {time.monotonic() - started:.0f} s",
+              flush=True)  # fmt: skip
+    return run_dir, json.loads(summary_path.read_text())
+
+
+def evaluate(run_dir: Path, episodes: int, seed: int, random: bool = False) -> Evaluation:
+    """Play the run's best checkpoint greedily (`random`: uniformly random actions)."""
+    cache = run_dir / f"eval-{'random' if random else 'greedy'}-{episodes}-s{seed}.json"
+    if not cache.is_file():
+        command = [*OAKEMU_RL, "evaluate", str(run_dir), "--episodes", str(episodes)]
+        command += ["--seed", str(seed), "--json"] + (["--epsilon", "1"] if random else [])
+        done = subprocess.run(command, check=True, capture_output=True, text=True)
+        cache.write_text(done.stdout)
+    return Evaluation.from_json(json.loads(cache.read_text()))

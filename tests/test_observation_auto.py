@@ -1,0 +1,120 @@
+"""`observation: auto`: the choice on each bundled game, the screen crop it makes, and
+the settings around it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from oakemu_rl.cli.main import main
+from oakemu_rl.envs import OakEmuEnv
+from oakemu_rl.envs.observation import GRAY_LUT, ObservationConfig, ScreenRegion
+from oakemu_rl.envs.observation_choice import (
+    CellSample,
+    attribute_agreement,
+    choose_observation,
+)
+from oakemu_rl.games.loader import bundled_games, load_game
+
+AUTO = ObservationConfig(type="auto", frame_stack=2)
+
+# What each bundled game draws: blocks or cell glyphs of their own colour (attributes), or
+# sprites moving pixel by pixel in one colour (screen).
+EXPECTED = {
+    "catch": "attributes",
+    "forest_run": "attributes",
+    "maze_gems": "attributes",
+    "star_guard": "screen",
+    "sky_harvest": "attributes",
+}
+
+
+def test_every_bundled_game_has_an_expected_choice() -> None:
+    assert set(bundled_games()) <= set(EXPECTED)
+
+
+@pytest.mark.parametrize("game", sorted(set(EXPECTED) & set(bundled_games())))
+def test_auto_makes_the_expected_choice_on_each_bundled_game(game: str) -> None:
+    definition = load_game(game)
+    choice = choose_observation(AUTO, definition)
+    assert choice.config.type == EXPECTED[game], choice.describe()
+    assert choice.config.frame_stack == 2
+    env = OakEmuEnv(definition, AUTO, seed=0)
+    obs, _ = env.reset()
+    assert env.observation_space.contains(obs)
+    area = definition.spec.play_area
+    if choice.config.type == "attributes":
+        assert obs.shape == (2, (area.height + 7) // 8, (area.width + 7) // 8)
+        assert "attribute" in choice.reason
+    else:
+        crop = choice.config.crop
+        assert crop is not None and crop.x % 8 == 0 and crop.y % 8 == 0
+        assert area.x <= crop.x and crop.x + crop.width <= area.x + area.width
+        assert area.y <= crop.y and crop.y + crop.height <= area.y + area.height
+        # An 8x8 cell stays at least 2x2 pixels.
+        assert crop.width / choice.config.width <= 4 and crop.height / choice.config.height <= 4
+        assert obs.shape == (2, choice.config.height, choice.config.width)
+        assert "pixels" in choice.reason
+    env.close()
+
+
+def sample(patterns: list[list[int]], attributes: list[list[int]]) -> CellSample:
+    """A sample of one row of cells over time: patterns[t][c], attributes[t][c]."""
+    return CellSample(
+        np.array(patterns, dtype=np.int64)[:, None, :],
+        np.array(attributes, dtype=np.uint8)[:, None, :],
+        first_row=1,
+        first_col=0,
+    )
+
+
+def test_agreement_counts_changing_cells_that_look_as_their_attribute_says() -> None:
+    # Cell 0 changes between two looks, each with its own attribute; cell 1 never changes.
+    by_colour = sample([[1, 5], [2, 5], [1, 5]], [[7, 9], [56, 9], [7, 9]])
+    assert attribute_agreement(by_colour) == (1.0, 1)
+    # One attribute, three shapes (a sprite moving by pixels in one colour).
+    by_pixels = sample([[1, 5], [2, 5], [3, 5], [1, 5]], [[7, 9]] * 4)
+    agreement, changing = attribute_agreement(by_pixels)
+    assert changing == 1 and agreement == pytest.approx(0.5)
+    assert attribute_agreement(sample([[1, 5]] * 3, [[7, 9]] * 3)) == (0.0, 0)
+
+
+def test_auto_refuses_the_settings_it_chooses() -> None:
+    for field, value in (("height", 40), ("width", 40), ("crop", {"x": 0, "y": 0})):
+        with pytest.raises(ValidationError, match=f"type 'auto' chooses {field}"):
+            ObservationConfig.model_validate({"type": "auto", field: value})
+    # A saved configuration lists every field, the defaults among them: still valid.
+    saved = AUTO.model_dump(mode="json")
+    assert ObservationConfig.model_validate(saved) == AUTO
+
+
+def test_a_screen_crop_is_what_the_agent_sees() -> None:
+    crop = {"x": 64, "y": 16, "width": 128, "height": 96}
+    config = ObservationConfig(type="screen", crop=crop, height=48, width=64, frame_stack=1)
+    env = OakEmuEnv("catch", config, seed=5)
+    obs, _ = env.reset()
+    screen = env.machine.screen()[16:112, 64:192]
+    expected = GRAY_LUT[screen].reshape(48, 2, 64, 2).mean(axis=(1, 3))
+    assert obs.shape == (1, 48, 64)
+    assert np.abs(obs[0].astype(float) - expected).max() <= 1.0
+    attributes = OakEmuEnv("catch", {"type": "attributes", "crop": crop, "frame_stack": 1})
+    cells, _ = attributes.reset(seed=5)
+    assert cells.shape == (1, 12, 16)
+    assert np.array_equal(cells[0], attributes.machine.attributes()[2:14, 8:24])
+    with pytest.raises(ValidationError, match="runs off the 256x192 screen"):
+        ScreenRegion(x=200, y=0, width=128, height=64)
+
+
+def test_config_show_says_what_auto_chose_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "auto.yaml"
+    game = str(bundled_games()["catch"])
+    config.write_text(yaml.safe_dump({"game": game, "env": {"observation": {"type": "auto"}}}))
+    assert main(["config", "show", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "auto chose attributes" in out and "cells that changed" in out
