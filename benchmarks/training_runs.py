@@ -54,10 +54,14 @@ class Evaluation:
         return f"{self.mean_return:.1f} [{self.ci95_low:.1f}, {self.ci95_high:.1f}]"
 
 
-def settings_name(settings: dict[str, Any]) -> str:
-    """`dqn-1a2b3c4d`: the algorithm and a digest of the settings, so that two benchmarks
-    sharing an output folder share the runs of equal settings."""
-    text = json.dumps(settings, sort_keys=True)
+def settings_name(settings: dict[str, Any], game_yaml: str) -> str:
+    """`dqn-1a2b3c4d`: the algorithm and a digest of the whole configuration the settings
+    give on the game, defaults included, so that runs of equal configurations are shared
+    (between benchmarks, and between a candidate and the defaults it became)."""
+    from oakemu_rl.cli.train_cmd import experiment_type
+
+    config = experiment_type(settings["algo"]).config_type.for_game(game_yaml, settings)
+    text = json.dumps(config.model_dump(mode="json"), sort_keys=True)
     return f"{settings['algo']}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
@@ -66,13 +70,13 @@ def train(
 ) -> tuple[Path, dict[str, Any]]:
     """Train `settings` (a partial configuration with `algo`) on `game`; the run directory
     and its summary."""
-    name = settings_name(settings)
+    game_yaml = str(bundled_games()[game])
+    name = settings_name(settings, game_yaml)
     run_dir = out / "runs" / f"{name}-{game}-s{seed}-{steps}"
     summary_path = run_dir / "summary.json"
     if not summary_path.is_file():
         config = out / "configs" / f"{name}-{game}.yaml"
         config.parent.mkdir(parents=True, exist_ok=True)
-        game_yaml = str(bundled_games()[game])
         config.write_text(yaml.safe_dump({**settings, "game": game_yaml}, sort_keys=False))
         if run_dir.exists():  # an unfinished run: start it again
             subprocess.run(["rm", "-rf", str(run_dir)], check=True)

@@ -1,0 +1,100 @@
+"""The defaults on every bundled game: random play, DQN and PPO, several seeds.
+
+    python benchmarks/generality.py [--steps 60000] [--seeds 0 1 2] [--episodes 30]
+                                    [--games star_guard ...] [--out DIR]
+
+For every bundled game (given by its YAML path, so no preset applies) and seed, DQN and
+PPO train with the package's defaults for `--steps` env steps, and each run's best
+checkpoint (by the lower bound of its evaluations' 95% interval) plays `--episodes`
+greedy games; random play is the same evaluation with uniformly random actions
+(`training_runs.py`). The table gives, per game and column, each seed's mean return with
+its 95% interval and the mean game score; the test-set games (those the defaults were not
+chosen on, see `defaults_sweep.py`) are marked, and the target is checked: on each of
+them, the trained greedy mean score at least 2x random's on every seed.
+
+Each trained agent is evaluated twice, with two env seeds: `agree` counts the agents
+whose two mean returns each lie in the other evaluation's 95% interval, which is what the
+default number of evaluation episodes is chosen for.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from oakemu_rl.games.loader import bundled_games
+from training_runs import TRAINING_SET, Evaluation, evaluate, test_set, train
+
+ALGOS = ("dqn", "ppo")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=60_000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--episodes", type=int, default=30, help="greedy episodes per agent")
+    parser.add_argument("--games", nargs="+", choices=sorted(bundled_games()))
+    parser.add_argument("--out", type=Path, default=Path("benchmark-runs/defaults"))
+    args = parser.parse_args()
+    games = args.games or [*test_set(), *TRAINING_SET]
+
+    table: dict[tuple[str, str], list[Evaluation]] = {}
+    agree = total = 0
+    for game in games:
+        for seed in args.seeds:
+            for algo in ALGOS:
+                run_dir, _ = train(args.out, {"algo": algo}, game, seed, args.steps)
+                first = evaluate(run_dir, args.episodes, seed=1000 + seed)
+                second = evaluate(run_dir, args.episodes, seed=2000 + seed)
+                table.setdefault((game, algo), []).append(first)
+                total += 1
+                agree += inside(first, second) and inside(second, first)
+                if algo == "dqn":
+                    random = evaluate(run_dir, args.episodes, seed=1000 + seed, random=True)
+                    table.setdefault((game, "random"), []).append(random)
+            print_table(args, games, table)
+    print(f"two evaluations of the same agent ({args.episodes} episodes each, two env seeds) "
+          f"agree within each other's 95% interval for {agree} of {total} agents")  # fmt: skip
+
+
+def inside(a: Evaluation, b: Evaluation) -> bool:
+    """Whether a's mean lies in b's 95% interval."""
+    return b.ci95_low <= a.mean_return <= b.ci95_high
+
+
+def print_table(
+    args: argparse.Namespace, games: list[str], table: dict[tuple[str, str], list[Evaluation]]
+) -> None:
+    print(f"\nDefaults on every bundled game: {args.steps:,} env steps, seeds {args.seeds}, "
+          f"{args.episodes} greedy episodes of each best checkpoint; mean return [95% CI] "
+          "per seed, then the mean score over seeds")  # fmt: skip
+    header = ["game", "random", "DQN defaults", "PPO defaults", "target: 2x random score"]
+    rows = []
+    for game in games:
+        if (game, "random") not in table:
+            continue
+        cells = []
+        for column in ("random", *ALGOS):
+            results = table.get((game, column), [])
+            runs = "; ".join(r.interval() for r in results)
+            score = sum(r.mean_score for r in results) / max(len(results), 1)
+            cells.append(f"{runs} (score {score:.1f})" if results else "-")
+        verdict = "(training set)"
+        if game not in TRAINING_SET:
+            verdict = " ".join(f"{algo.upper()} {check(table, game, algo)}" for algo in ALGOS)
+        rows.append([game + ("" if game in TRAINING_SET else " *"), *cells, verdict])
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, ["-" * w for w in widths], *rows]:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+    print("* test set: no default was chosen on it")
+
+
+def check(table: dict[tuple[str, str], list[Evaluation]], game: str, algo: str) -> str:
+    """'3/3': on how many seeds the agent's mean score is at least 2x random's."""
+    randoms, agents = table[(game, "random")], table.get((game, algo), [])
+    passed = sum(a.mean_score >= 2 * r.mean_score for a, r in zip(agents, randoms, strict=False))
+    return f"{passed}/{len(agents)}"
+
+
+if __name__ == "__main__":
+    main()
