@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "checkpoint used is printed (and is in --json's output).",
     )
     parser.add_argument("target", type=Path, metavar="RUN_DIR|CHECKPOINT")
-    parser.add_argument("--episodes", type=positive_int, default=10, help="episodes (default 10)")
+    parser.add_argument("--episodes", type=positive_int, default=30, help="episodes (default 30)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--last",

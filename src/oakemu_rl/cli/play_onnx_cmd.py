@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument("game", help="bundled game name, game YAML path or gym:<id>")
     parser.add_argument("policy", type=Path, help="an .onnx file written by oakemu-rl export")
-    parser.add_argument("--episodes", type=positive_int, default=10, help="episodes (default 10)")
+    parser.add_argument("--episodes", type=positive_int, default=30, help="episodes (default 30)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="first env seed")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)

@@ -142,7 +142,10 @@ class TesterSettings(ConfigSection):
         True, description="Evaluate a random policy when a run starts, for comparison."
     )
     final_episodes: int = Field(
-        20, ge=1, description="Episodes of the evaluation at the end of the run."
+        30,
+        ge=1,
+        description="Episodes of the evaluation at the end of the run (30: two evaluations "
+        "of one agent agree within their 95% intervals; see benchmarks/generality.py).",
     )
     video: bool = Field(
         False,
