@@ -37,6 +37,7 @@ def test_inspect_prints_variables_and_writes_two_pngs(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     for name in ("score", "lives", "sector", "0x8002", "number_string"):
         assert name in result.stdout
+    assert "observation type auto chooses attributes" in " ".join(result.stdout.split())
     screen = Image.open(tmp_path / "forest_run_screen.png")
     observation = Image.open(tmp_path / "forest_run_observation.png")
     assert screen.size == (512, 384)

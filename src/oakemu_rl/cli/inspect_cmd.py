@@ -14,6 +14,7 @@ from rich.table import Table
 from ..emulator.screen import to_rgb
 from ..envs.oakemu_env import OakEmuEnv
 from ..envs.observation import ObservationConfig
+from ..envs.observation_choice import choose_observation
 from ..games.loader import load_game
 from .arguments import non_negative_int
 from .errors import UsageError
@@ -65,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     spec = game.spec
     console.print(f"[bold]{spec.name}[/] ({game.path}) is valid: {spec.machine}, "
                   f"snapshot {spec.snapshot}, {len(spec.actions)} actions")  # fmt: skip
+    auto = choose_observation(ObservationConfig(type="auto", frame_stack=1), game)
+    console.print(f"observation type auto chooses {auto.describe()}", highlight=False)
     config = ObservationConfig(
         height=args.height, width=args.width, grayscale=not args.colour, frame_stack=1
     )
