@@ -1,4 +1,4 @@
-"""Argument types shared by the commands: whole numbers with a clear error."""
+"""Argument types shared by the commands: whole numbers and addresses, with a clear error."""
 
 from __future__ import annotations
 
@@ -23,3 +23,13 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
+
+
+def ray_address(text: str) -> str:
+    """'auto', or HOST:PORT of a Ray head node."""
+    from ..envs.backends import check_ray_address
+
+    try:
+        return check_ray_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .arguments import non_negative_int, positive_int
+from .arguments import non_negative_int, positive_int, ray_address
 from .errors import UsageError
 from .process_setup import keep_freed_memory
 
@@ -45,6 +45,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="learn from these demonstrations (trajectory files or directories of them, "
         "e.g. from `oakemu-rl demo`); repeatable; sets demos.paths",
     )
+    parser.add_argument(
+        "--ray-address",
+        type=ray_address,
+        metavar="auto|HOST:PORT",
+        help="run the env workers as actors on this Ray cluster ('auto': the one this "
+        "machine has joined); sets env.backend: ray and env.ray_address",
+    )
+    parser.add_argument(
+        "--num-workers",
+        type=positive_int,
+        metavar="N",
+        help="env workers (processes, or Ray actors with --ray-address); sets env.num_workers",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     add_allow_code_flag(parser)
     parser.set_defaults(handler=run)
@@ -61,6 +74,7 @@ def add_allow_code_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..envs.backends import RayNotInstalledError, require_ray
     from ..envs.gym_backend import GymEnvError, check_gym_id, is_gym_id
     from ..experiments import RunError, RunFailed, read_algo, stop_on_signals
     from ..experiments.run_directory import CONFIG_NAME
@@ -81,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
                     ("--seed", args.seed),
                     ("--run-dir", args.run_dir),
                     ("--demos", args.demos),
+                    ("--ray-address", args.ray_address),
+                    ("--num-workers", args.num_workers),
                 )
                 if value is not None
             ]
@@ -101,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
             config = config.with_overrides(total_steps=args.steps, seed=args.seed)
             if args.demos:
                 config = with_demos(config, args.demos)
+            config = with_workers(config, args.ray_address, args.num_workers)
+            if config.env.backend == "ray":
+                require_ray()
             # A wrong game fails here, before any worker starts or any file is written.
             if is_gym_id(config.game):
                 check_gym_id(config.game)
@@ -119,7 +138,13 @@ def run(args: argparse.Namespace) -> int:
     except RunFailed as exc:
         print(f"oakemu-rl train: stopped: {exc}", file=sys.stderr)
         return 1
-    except (ConfigError, RunError, CheckpointError, GymEnvError) as exc:
+    except (
+        ConfigError,
+        RunError,
+        CheckpointError,
+        GymEnvError,
+        RayNotInstalledError,
+    ) as exc:
         raise UsageError(str(exc)) from None
     return 0
 
@@ -131,6 +156,20 @@ def with_demos(config: ExperimentConfiguration, paths: list[Path]) -> Experiment
             raise UsageError(f"--demos {path}: no such file or directory")
     demos = config.demos.model_dump(mode="json") | {"paths": [str(p) for p in paths]}
     return config.with_overrides(demos=demos)
+
+
+def with_workers(
+    config: ExperimentConfiguration, address: str | None, num_workers: int | None
+) -> ExperimentConfiguration:
+    """`config` with the env workers of --ray-address and --num-workers."""
+    changes: dict[str, Any] = {}
+    if address is not None:
+        changes.update(backend="ray", ray_address=address)
+    if num_workers is not None:
+        changes["num_workers"] = num_workers
+    if not changes:
+        return config
+    return config.with_overrides(env={**config.env.model_dump(mode="json"), **changes})
 
 
 def load_config(

@@ -13,8 +13,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
+from ..envs.backends import check_ray_address
 from ..envs.observation import ObservationConfig
 from ..envs.worker import WorkerPriority, is_worker_priority
 from .rollback import RollbackSettings
@@ -54,6 +63,9 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
+RayAddress = Annotated[str, AfterValidator(check_ray_address)]
+
+
 class ConfigSection(BaseModel):
     """A section of an experiment configuration: unknown keys are errors, assignments validated."""
 
@@ -67,12 +79,21 @@ class EnvSettings(ConfigSection):
         8, ge=1, le=1024, description="Envs the actor steps, each on its own, with no lockstep."
     )
     num_workers: int | None = Field(
-        None, ge=1, description="Worker processes hosting the envs (null: one per CPU core)."
+        None,
+        ge=1,
+        description="Workers hosting the envs (null: one per CPU core; for the ray backend, "
+        "one per CPU of the cluster).",
     )
-    backend: Literal["process", "inline"] = Field(
+    backend: Literal["process", "inline", "ray"] = Field(
         "process",
         description="'process': envs run in worker processes; 'inline': in the training "
-        "process (for debugging; one core for everything).",
+        "process (for debugging; one core for everything); 'ray': on Ray actors spread over "
+        "a Ray cluster (pip install 'oakemu-rl[ray]').",
+    )
+    ray_address: RayAddress | None = Field(
+        None,
+        description="The Ray cluster of the ray backend: 'auto' (the one this machine has "
+        "joined) or HOST:PORT of its head (null: $RAY_ADDRESS, else a new local one).",
     )
     worker_nice: WorkerNice = Field(
         "idle",
@@ -126,6 +147,15 @@ class EnvSettings(ConfigSection):
         description="A worker that holds commands and answers nothing for this long (hung, "
         "or stopped) is killed and restarted (null: wait for ever).",
     )
+
+    @model_validator(mode="after")
+    def _ray_address_needs_ray(self) -> Self:
+        if self.ray_address is not None and self.backend != "ray":
+            raise ValueError(
+                f"ray_address is set ({self.ray_address!r}) but backend is "
+                f"{self.backend!r}: set backend: ray, or remove ray_address"
+            )
+        return self
 
 
 class TesterSettings(ConfigSection):

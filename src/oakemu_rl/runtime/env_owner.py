@@ -33,6 +33,7 @@ def make_multi_env(
         max_restarts_per_minute=env.max_restarts_per_minute,
         restart_backoff=env.restart_backoff_s,
         worker_timeout=env.worker_timeout_s,
+        ray_address=env.ray_address,
     )
 
 
