@@ -1,12 +1,12 @@
 """The ray backend: envs on Ray actors placed across a cluster.
 
-Each worker is a Ray actor (`EnvGroup`) hosting a group of envs in an `EnvHost`; Ray
-spreads the actors over the cluster's nodes. The pool sends a worker the commands
-submitted since its last call as one actor call; the actor runs them in order and
-returns their results with the observations they produced stacked in one numpy array,
-which travels through Ray's object store (no per-step pickling of observations). The
-pool copies each observation into its own slots, so a result's view lives exactly as
-long as with the process backend.
+Each worker is a Ray actor (`EnvGroup`) hosting a group of envs in an `EnvHost`; the
+actors are spread over the cluster's nodes, as many on a node as it has CPUs. The pool
+sends a worker the commands submitted since its last call as one actor call; the actor
+runs them in order and returns their results with the observations they produced
+stacked in one numpy array, which travels through Ray's object store (no per-step
+pickling of observations). The pool copies each observation into its own slots, so a
+result's view lives exactly as long as with the process backend.
 
 Results come back call by call, in the order the calls finish, with `ray.wait` over
 all calls in flight. A call that fails because its actor died (killed, crashed, or its
@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 import ray
 from ray.exceptions import RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..shared_obs import SLOTS_PER_ENV, ObservationSlots, SlotLayout
 from ..worker import Command, EnvFactory, EnvFault, EnvHost, WorkerPriority, lower_priority
@@ -74,6 +75,7 @@ class ShippedGame:
     def path(self) -> Path:
         root = Path(tempfile.gettempdir()) / "oakemu-ray-games" / self.digest
         if not (root / self.yaml_name).exists():
+            root.parent.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(prefix=f".{self.digest}-", dir=root.parent))
             files: dict[str, bytes] = ray.get(self.files)
             for name, data in files.items():
@@ -183,6 +185,18 @@ class EnvGroup:
 # -- the pool ----------------------------------------------------------------------------
 
 
+def _node_places() -> list[str]:
+    """The ids of the live nodes that have CPUs, each as many times as it has CPUs, in
+    turns (node A, node B, A, B, A...)."""
+    nodes = [
+        (node["NodeID"], int(node["Resources"].get("CPU", 0)))
+        for node in ray.nodes()  # type: ignore[no-untyped-call, unused-ignore]
+        if node["Alive"]
+    ]
+    most = max((cpus for _, cpus in nodes), default=0)
+    return [node for turn in range(most) for node, cpus in nodes if turn < cpus]
+
+
 @dataclass(eq=False)
 class _Actor(WorkerRecord):
     """One worker actor (none while it waits to be started)."""
@@ -205,19 +219,14 @@ class RayPool(WorkerPool):
 
     def __init__(self, settings: PoolSettings, resources: Resources) -> None:
         connect(settings.ray_address)
-        cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call, unused-ignore]
-        num_workers = settings.num_workers or max(1, int(cpus))
+        num_workers = settings.num_workers or max(1, len(_node_places()))
         super().__init__(settings, resources, "local", num_workers)
         resources.stop_workers = _kill_actors
         self._write_views = self.slots.views
         # Each call in flight: its worker, how many commands it holds, and its order.
         self._calls: dict[Any, tuple[_Actor, int, int]] = {}
         self._sequence = 0
-        # An actor holds a CPU only while Ray places it: the training pool and a
-        # tester's pool share the nodes, spread over them.
-        self._remote = ray.remote(EnvGroup).options(
-            scheduling_strategy="SPREAD", max_restarts=0, max_task_retries=0
-        )
+        self._remote = ray.remote(EnvGroup)
         try:
             self._factory = _ship_factory(settings)
             for index in range(self.num_workers):
@@ -245,7 +254,16 @@ class RayPool(WorkerPool):
 
     def _start(self, w: _Actor) -> None:
         settings = self.settings
-        w.actor = self._remote.remote(
+        places = _node_places()
+        # Worker i goes to place i: the nodes in turn, as many workers as it has CPUs.
+        # An actor holds no CPU once placed (Ray's default), so a tester's pool shares
+        # the nodes with the training pool; `soft`: where that node is gone, Ray chooses.
+        strategy: Any = "SPREAD"
+        if places:
+            strategy = NodeAffinitySchedulingStrategy(places[w.index % len(places)], soft=True)
+        w.actor = self._remote.options(
+            scheduling_strategy=strategy, max_restarts=0, max_task_retries=0
+        ).remote(
             self._factory,
             settings.first_seeds(w.env_ids, w.generation),
             settings.layout,
