@@ -37,9 +37,12 @@ needs_ray = pytest.mark.skipif(
     reason="Ray is not installed (pip install 'oakemu-rl[ray]')",
 )
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(180)
 
 RAY = str(Path(sys.executable).parent / "ray")
+# The cluster listens on loopback only; without this, Ray turns token authentication on
+# as soon as the user has a token file (~/.ray/auth_token) and the driver must have it.
+LOOPBACK_AUTH = {"RAY_AUTH_MODE": "disabled"}
 
 
 def _free_port() -> int:
@@ -49,10 +52,15 @@ def _free_port() -> int:
         return port
 
 
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def _start_node(*args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [RAY, "start", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--block", *args],
-        env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"),
+        env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0", **LOOPBACK_AUTH),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # its own process group: stopped as one below
@@ -74,6 +82,8 @@ def cluster() -> Iterator[str]:
     """The address of a running two-node Ray cluster; this process is connected to it."""
     import ray
 
+    saved_auth = {name: os.environ.get(name) for name in LOOPBACK_AUTH}
+    os.environ.update(LOOPBACK_AUTH)
     port = _free_port()
     address = f"127.0.0.1:{port}"
     temp_dir = tempfile.mkdtemp(prefix="oakray")
@@ -82,14 +92,19 @@ def cluster() -> Iterator[str]:
     )
     nodes = [head]
     try:
-        deadline = time.monotonic() + 60
-        while subprocess.run(
-            [RAY, "status", f"--address={address}"], capture_output=True
-        ).returncode:
+        deadline = time.monotonic() + 90
+        while not _listening(port):
             assert head.poll() is None and time.monotonic() < deadline, "the head did not start"
-            time.sleep(0.5)
+            time.sleep(0.2)
         nodes.append(_start_node(f"--address={address}"))
-        ray.init(address=address, log_to_driver=False, logging_level="WARNING")
+        while True:  # the port opens before the head is ready to take drivers
+            try:
+                ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+                break
+            except ConnectionError:
+                ray.shutdown()
+                assert time.monotonic() < deadline, "the head does not take drivers"
+                time.sleep(1.0)
         while len([n for n in ray.nodes() if n["Alive"]]) < 2:  # type: ignore[no-untyped-call]
             assert time.monotonic() < deadline, "the worker node did not join"
             time.sleep(0.5)
@@ -99,6 +114,11 @@ def cluster() -> Iterator[str]:
         for node in reversed(nodes):
             _stop_node(node)
         shutil.rmtree(temp_dir, ignore_errors=True)
+        for name, value in saved_auth.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def experiment(config: Any, run_dir: Path) -> Experiment[Any]:

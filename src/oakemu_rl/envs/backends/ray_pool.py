@@ -53,7 +53,7 @@ def connect(address: str | None) -> None:
     connected to, else $RAY_ADDRESS or a new local one), quietly."""
     if ray.is_initialized():
         return
-    ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
 
 
 # -- game files ------------------------------------------------------------------------
