@@ -26,7 +26,9 @@ import contextlib
 import hashlib
 import logging
 import os
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -50,10 +52,18 @@ Reply = tuple[list[tuple[Any, ...]], npt.NDArray[Any] | None]
 
 def connect(address: str | None) -> None:
     """Connect this process to the Ray cluster at `address` (None: the one it is
-    connected to, else $RAY_ADDRESS or a new local one), quietly."""
+    connected to, else $RAY_ADDRESS or a new local one), quietly.
+
+    `ray.init` installs a SIGTERM handler of its own; the one the program had (which
+    stops a training run cleanly) is put back.
+    """
     if ray.is_initialized():
         return
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGTERM) if main else None
     ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+    if handler is not None:
+        signal.signal(signal.SIGTERM, handler)
 
 
 # -- game files ------------------------------------------------------------------------
