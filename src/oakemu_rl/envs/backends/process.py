@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ..shared_obs import default_slot_kind
 from ..worker import OP_CLOSE, Command, worker_main
 from .base import MultiEnvError, PoolSettings, Resources, WorkerPool, WorkerRecord
 
@@ -88,7 +89,7 @@ class ProcessPool(WorkerPool):
         super().__init__(
             settings,
             resources,
-            settings.shared_memory or ("memfd" if hasattr(os, "memfd_create") else "posix"),
+            settings.shared_memory or default_slot_kind(),
             settings.num_workers or default_num_workers(),
         )
         resources.stop_workers = _stop_workers
