@@ -23,9 +23,10 @@ Backends
 
 Who owns an observation
     ``StepResult.observation`` (and ``info["final_observation"]``) are read-only
-    views into shared memory owned by the multi-env. The worker of env i writes
-    only the slot of the command it is running, cycling through three slots per
-    env, so a view stays valid until the caller submits the env's *second*
+    views into memory owned by the multi-env (shared with the workers of the process
+    backend; the ray backend copies each observation there as its result arrives).
+    Only the slot of the command being run is written, cycling through three slots
+    per env, so a view stays valid until the caller submits the env's *second*
     command after that result. In practice: you may read it until you submit that
     env's next step (the simple rule), and even after that, until you have
     submitted once more (so the previous result's observation is still there when
@@ -35,12 +36,13 @@ Who owns an observation
 
 Seeding
     Env i's first reset gets seed ``seed + i`` (unless `submit_reset` names a seed);
-    later resets continue that env's own generator. The inline and the process
-    backend therefore produce identical results for the same seeds and actions.
+    later resets continue that env's own generator. The inline, process and ray
+    backends therefore produce identical results for the same seeds and actions.
 
 Faults
-    A worker that dies (a crash, a kill, an exception raised by a game) is noticed
-    at once, even while `poll` blocks. By default the next call raises
+    A worker that dies (a crash, a kill, an exception raised by a game; for the ray
+    backend also a lost node) is noticed at once, even while `poll` blocks (a lost
+    node: when Ray declares it dead). By default the next call raises
     `MultiEnvError`, which names the worker, its envs and, for an exception, carries
     the worker's traceback. With ``restart_workers=True`` a new worker takes over
     the envs and each episode that was lost is reported as truncated (``info
