@@ -144,6 +144,7 @@ def test_without_ray_the_ray_backend_says_how_to_install_it(
 @pytest.mark.ray
 @needs_ray
 def test_ray_actors_spread_over_the_nodes_and_step_like_the_inline_backend(cluster: str) -> None:
+    """Same steps, observations, saved states and restores as the inline backend."""
     actions = np.random.default_rng(5).integers(3, size=(40, 4))
 
     def play(backend: Any) -> tuple[list[Any], list[str]]:
@@ -164,6 +165,10 @@ def test_ray_actors_spread_over_the_nodes_and_step_like_the_inline_backend(clust
                     results += envs.poll()
                 for r in sorted(results, key=lambda r: r.env_id):
                     seen.append((r.env_id, r.observation.tobytes(), r.reward, r.done))
+            state = envs.save_state(2)
+            envs.submit_reset(2, state)
+            (restored,) = envs.poll()
+            seen.append((state, restored.observation.tobytes()))
         return seen, nodes
 
     on_ray, nodes = play("ray")
