@@ -17,16 +17,23 @@ def make_multi_env(
     config: ExperimentConfiguration, *, num_envs: int | None = None, seed_offset: int = 0
 ) -> OakEmuMultiEnv:
     """The multi-env a configuration describes (`num_envs` envs, seeds offset by `seed_offset`)."""
+    from ..envs.gym_backend import is_gym_id
     from ..envs.multi_env import OakEmuMultiEnv
+    from ..envs.observation_choice import choose_observation
+    from ..games.loader import load_game
 
     env = config.env
+    observation = env.observation
+    if observation.type == "auto" and not is_gym_id(config.game):
+        # Chosen once here (and remembered by this process), not again in every worker.
+        observation = choose_observation(observation, load_game(config.game)).config
     return OakEmuMultiEnv(
         config.game,
         num_envs=num_envs or env.num_envs,
         num_workers=env.num_workers,
         backend=env.backend,
         seed=config.seed + seed_offset,
-        observation_config=env.observation,
+        observation_config=observation,
         worker_nice=env.worker_nice,
         batch_latency=env.batch_latency_s,
         restart_workers=env.restart_workers,
