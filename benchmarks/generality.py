@@ -34,6 +34,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--episodes", type=int, default=30, help="greedy episodes per agent")
     parser.add_argument("--games", nargs="+", choices=sorted(bundled_games()))
+    parser.add_argument("--algos", nargs="+", choices=ALGOS, default=list(ALGOS))
     parser.add_argument("--out", type=Path, default=Path("benchmark-runs/defaults"))
     args = parser.parse_args()
     games = args.games or [*test_set(), *TRAINING_SET]
@@ -42,7 +43,7 @@ def main() -> None:
     agree = total = 0
     for seed in args.seeds:  # every game on one seed first: a partial table is a useful one
         for game in games:
-            for algo in ALGOS:
+            for algo in args.algos:
                 run_dir, _ = train(args.out, {"algo": algo}, game, seed, args.steps)
                 first = evaluate(run_dir, args.episodes, seed=1000 + seed)
                 table.setdefault((game, algo), []).append(first)
@@ -50,7 +51,7 @@ def main() -> None:
                     second = evaluate(run_dir, args.episodes, seed=2000 + seed)
                     total += 1
                     agree += inside(first, second) and inside(second, first)
-                if algo == "dqn":
+                if algo == args.algos[0]:
                     random = evaluate(run_dir, args.episodes, seed=1000 + seed, random=True)
                     table.setdefault((game, "random"), []).append(random)
             print_table(args, games, table)

@@ -6,7 +6,7 @@ bundled game given by its YAML path (so no preset applies: the defaults and the 
 overrides are all there is). A run directory that already holds a summary is reused,
 so an interrupted benchmark resumes. Each trained agent is played greedily with
 `oakemu-rl evaluate` from its best checkpoint (by the lower bound of the 95% interval),
-and random play is the same evaluation with `--epsilon 1`.
+and random play is the same evaluation with `--random`.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def evaluate(run_dir: Path, episodes: int, seed: int, random: bool = False) -> E
     cache = run_dir / f"eval-{'random' if random else 'greedy'}-{episodes}-s{seed}.json"
     if not cache.is_file():
         command = [*OAKEMU_RL, "evaluate", str(run_dir), "--episodes", str(episodes)]
-        command += ["--seed", str(seed), "--json"] + (["--epsilon", "1"] if random else [])
+        command += ["--seed", str(seed), "--json"] + (["--random"] if random else [])
         done = subprocess.run(command, check=True, capture_output=True, text=True)
         cache.write_text(done.stdout)
     return Evaluation.from_json(json.loads(cache.read_text()))

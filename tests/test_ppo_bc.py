@@ -34,7 +34,7 @@ from oakemu_rl.trajectories.trajectory_file import Trajectory, game_sha256
 from ppo_testing import build_components
 from trajectory_testing import catch_policy
 
-SCREEN = ObservationConfig(height=32, width=32, frame_stack=2)  # the runs' default
+SCREEN = ObservationConfig(height=32, width=32, frame_stack=2)  # what the runs see
 RAM = ObservationConfig(type="ram", ram=["ball_x", "ball_y", "paddle_x"], frame_stack=1)
 DEMOS = 3
 DEMO_STEPS = 250  # about 6 blocks each: a prefix of the 946-step winning episode
@@ -159,7 +159,7 @@ def bc_config(run: dict[str, Any] | None = None, **sections: dict[str, Any]) -> 
         "game": "catch",
         "seed": 0,
         "torch_threads": 1,  # tiny networks: more threads only contend for the cores
-        "env": {"num_envs": 2, "backend": "inline"},
+        "env": {"num_envs": 2, "backend": "inline", "observation": SCREEN.model_dump()},
         "tester": {"enabled": False},
         "restart_pool": {"save_every_steps": STRIDE},
         "demos": {"backplay": False},

@@ -40,6 +40,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument("--epsilon", type=float, help="random-action rate (default: the config's)")
     parser.add_argument(
+        "--random",
+        action="store_true",
+        help="play uniformly random actions instead of the agent: the baseline to beat, on "
+        "the same envs and seeds",
+    )
+    parser.add_argument(
         "--video",
         type=Path,
         metavar="FILE",
@@ -75,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.epsilon is not None and not 0.0 <= args.epsilon <= 1.0:
         raise UsageError(f"--epsilon must be between 0 and 1, got {args.epsilon}")
+    if args.random and (args.epsilon is not None or args.video is not None):
+        raise UsageError("--random plays random actions: it takes neither --epsilon nor --video")
     if args.video is not None and args.video.suffix.lower() not in (".gif", ".mp4"):
         raise UsageError(f"--video {args.video}: expected a .gif or .mp4 file")
     try:
@@ -84,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             args.episodes,
             seed=args.seed,
             epsilon=args.epsilon,
+            random_policy=args.random,
             num_envs=args.num_envs,
             allow_code=args.allow_code,
         )

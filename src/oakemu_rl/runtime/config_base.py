@@ -102,8 +102,9 @@ class EnvSettings(ConfigSection):
         "the learner and actor leave free, and give a core up as soon as either wakes).",
     )
     observation: ObservationConfig = Field(
-        default_factory=lambda: ObservationConfig(height=32, width=32, frame_stack=2),
-        description="What the agent sees (ignored for gym: envs, which keep their own).",
+        default_factory=lambda: ObservationConfig(type="auto", frame_stack=2),
+        description="What the agent sees (ignored for gym: envs, which keep their own). The "
+        "default, 'auto', was chosen by benchmarks/defaults_sweep.py (docs: Defaults).",
     )
     allowed_actions: list[int] | None = Field(
         None, description="Indices of the game's actions the agent may use (null: all of them)."
