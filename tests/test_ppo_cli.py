@@ -47,6 +47,12 @@ def test_train_resume_and_evaluate_a_ppo_run(
 
     assert main(["evaluate", str(run_dir), "--epsilon", "0.1"]) == 2
     assert "--epsilon applies to DQN agents" in capsys.readouterr().err
+    # The random baseline on the same envs: CartPole falls within about 20 random steps.
+    assert main(["evaluate", str(run_dir), "--random", "--episodes", "8", "--json"]) == 0
+    baseline = json.loads(capsys.readouterr().out)
+    assert baseline["episodes"] == 8 and 8 <= baseline["mean_return"] <= 60
+    assert main(["evaluate", str(run_dir), "--random", "--epsilon", "0.5"]) == 2
+    assert "--random plays random actions" in capsys.readouterr().err
     assert main(["train", "--resume", str(run_dir), "--algo", "dqn"]) == 2
     assert "is a ppo run" in capsys.readouterr().err
 
