@@ -120,8 +120,9 @@ class EnvSettings(ConfigSection):
         0.002,
         ge=0,
         le=0.1,
-        description="How long a worker may hold finished results while it has more commands "
-        "queued, to send them in one message (fewer wake-ups of the actor; 0: send each at once).",
+        description="How long a worker process may hold finished results while it has more "
+        "commands queued, to send them in one message (fewer wake-ups of the actor; 0: send "
+        "each at once). Process backend only: a Ray actor answers each batched call once.",
     )
     restart_workers: bool = Field(
         True,
