@@ -60,7 +60,7 @@ def test_a_config_file_and_the_command_line_override_fields_of_the_preset(
     assert isinstance(config, PPOExperimentConfiguration)
     assert config.ppo.rollout_steps == 32 and config.env.num_envs == 8
     # No preset: the defaults.
-    assert load_config("ppo", None, "forest_run").ppo.rollout_steps == 128
+    assert load_config("ppo", None, "forest_run").ppo.rollout_steps == 64
 
 
 def test_a_bad_value_over_a_preset_names_the_file_and_the_preset(

@@ -49,17 +49,18 @@ class PPOModelSettings(_Section):
 class PPOSettings(_Section):
     """Rollouts and the PPO update."""
 
+    # rollout_steps, learning_rate and epochs: chosen by benchmarks/defaults_sweep.py.
     rollout_steps: int = Field(
-        128, ge=1, description="Steps each env contributes to a rollout (its buffer column)."
+        64, ge=1, description="Steps each env contributes to a rollout (its buffer column)."
     )
-    learning_rate: float = Field(2.5e-4, gt=0, description="Adam learning rate at the start.")
+    learning_rate: float = Field(1e-3, gt=0, description="Adam learning rate at the start.")
     anneal_lr: bool = Field(
         True, description="Anneal the learning rate linearly to 0 over total_steps."
     )
     adam_eps: float = Field(1e-5, gt=0, description="Adam epsilon.")
     gamma: float = Field(0.99, ge=0, le=1, description="Discount factor.")
     gae_lambda: float = Field(0.95, ge=0, le=1, description="GAE lambda.")
-    epochs: int = Field(4, ge=1, description="Passes over each rollout.")
+    epochs: int = Field(8, ge=1, description="Passes over each rollout.")
     minibatches: int = Field(4, ge=1, description="Minibatches per epoch.")
     clip_coef: float = Field(0.2, gt=0, description="Clip range of the policy ratio.")
     clip_value_loss: bool = Field(True, description="Clip the value loss around old values.")
