@@ -51,7 +51,13 @@ def catch_config(**overrides: Any) -> DQNExperimentConfiguration:
         "total_steps": 10_000,
         "seed": 1,
         "env": {"num_envs": 8, "num_workers": 2},
-        "tester": {"every_steps": 10**6, "episodes": 10, "final_episodes": 10},
+        # 300-step evaluation episodes: a trained agent would otherwise play up to 2,000.
+        "tester": {
+            "every_steps": 10**6,
+            "episodes": 10,
+            "final_episodes": 10,
+            "max_episode_steps": 300,
+        },
         "checkpoint": {"every_steps": 10**6},
         "logging": {"console": False, "tensorboard": False},
     }

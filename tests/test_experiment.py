@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import math
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -128,7 +129,7 @@ def test_a_rollback_that_gives_up_stops_without_checkpointing_the_broken_weights
 
 @pytest.mark.parametrize("algo", ["dqn", "ppo"])
 def test_ctrl_c_stops_the_run_with_a_final_checkpoint_and_no_final_evaluation(
-    algo: str, tmp_path: Path
+    algo: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     config = cartpole(
         algo,
@@ -137,6 +138,9 @@ def test_ctrl_c_stops_the_run_with_a_final_checkpoint_and_no_final_evaluation(
     )
     experiment = quiet(config, tmp_path / "run")
     experiment.build()
+    # Python's own Ctrl-C handler, whatever an earlier test in this process left installed.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
 
     interrupted: list[int] = []
 

@@ -83,7 +83,7 @@ def test_ppo_solves_cartpole_within_100k_steps_on_3_seeds(tmp_path: Path) -> Non
         line = next(line for line in out.splitlines() if line.startswith("RESULT "))
         summary = json.loads(line[len("RESULT ") :])
         final = summary["final_eval"]
-        assert final["policy"] == "greedy" and final["episodes"] == 20
+        assert final["policy"] == "greedy" and final["episodes"] == 30
         assert final["mean_return"] >= 195.0, (seed, summary["evaluations"], final)
         assert summary["steps"] <= CARTPOLE_BUDGET, (seed, summary["steps"])
 
