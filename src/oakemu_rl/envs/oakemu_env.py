@@ -14,6 +14,7 @@ from ..emulator.screen import to_rgb
 from ..games.loader import GameDefinition, load_game
 from ..games.session import GameSession
 from .observation import ObservationConfig, ObservationPipeline
+from .observation_choice import choose_observation
 
 Observation = npt.NDArray[np.uint8]
 
@@ -49,7 +50,9 @@ class OakEmuEnv(gym.Env[Observation, np.int64]):
             raise ValueError(f"render_mode {render_mode!r} is not supported; expected 'rgb_array'")
         self.render_mode = render_mode
         self.session = GameSession(self.game)
-        self.pipeline = ObservationPipeline(observation_config, self.game)
+        # `auto` becomes what the game's screen suggests (`observation_choice.describe()`).
+        self.observation_choice = choose_observation(observation_config, self.game)
+        self.pipeline = ObservationPipeline(self.observation_choice.config, self.game)
         self.observation_space = self.pipeline.space
         self.num_actions = self.game.num_actions
         self.action_space = spaces.Discrete(self.num_actions)

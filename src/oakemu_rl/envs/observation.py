@@ -116,10 +116,12 @@ class ObservationPipeline:
     """Builds observations from a machine, keeping the frame stack."""
 
     def __init__(self, config: ObservationConfig, game: GameDefinition) -> None:
-        from .observation_choice import choose_observation
-
-        self.choice = choose_observation(config, game)
-        config = self.config = self.choice.config
+        if config.type == "auto":
+            raise ValueError(
+                "observation type 'auto' is resolved for a game first "
+                "(oakemu_rl.envs.observation_choice.choose_observation)"
+            )
+        self.config = config
         area = config.crop or game.spec.play_area
         self._rows = slice(area.y, area.y + area.height)
         self._cols = slice(area.x, area.x + area.width)
