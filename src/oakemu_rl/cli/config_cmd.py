@@ -33,9 +33,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..envs.gym_backend import is_gym_id
-    from ..envs.observation_choice import choose_observation
-    from ..games.loader import load_game
+    from ..envs.observation_choice import auto_choice
     from ..presets import find_preset
     from ..runtime.config_base import ConfigError
     from .train_cmd import load_config
@@ -57,9 +55,8 @@ def run(args: argparse.Namespace) -> int:
         f"# Train with it: oakemu-rl train --config FILE (settings left out keep their "
         f"defaults)."
     )
-    observation = config.env.observation
-    if observation.type == "auto" and not is_gym_id(config.game):
-        choice = choose_observation(observation, load_game(config.game))
+    choice = auto_choice(config.env.observation, config.game)
+    if choice is not None:
         print(f"# env.observation.type auto chose {choice.describe()}.")
     print(config.to_commented_yaml(), end="")
     return 0

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ..games.loader import GameDefinition
+from ..games.loader import GameDefinition, load_game
 from ..games.session import GameSession
+from .gym_backend import is_gym_id
 from .observation import ObservationConfig, ScreenRegion
 
 SAMPLE_STEPS = 400
@@ -130,6 +131,14 @@ def choose_observation(config: ObservationConfig, game: GameDefinition) -> Obser
     if key not in _CHOICES:
         _CHOICES[key] = _choose(config, game)
     return _CHOICES[key]
+
+
+def auto_choice(config: ObservationConfig, game: str) -> ObservationChoice | None:
+    """What `type: auto` chooses for a run's `game` (a bundled name or a YAML path); None
+    when the type is set, or for a `gym:` env, which keeps its own observations."""
+    if config.type != "auto" or is_gym_id(game):
+        return None
+    return choose_observation(config, load_game(game))
 
 
 _CHOICES: dict[tuple[object, ...], ObservationChoice] = {}

@@ -34,9 +34,8 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import torch
 from torch import nn
 
-from ..envs.gym_backend import is_gym_id
 from ..envs.multi_env import MultiEnvError
-from ..envs.observation_choice import choose_observation
+from ..envs.observation_choice import auto_choice
 from ..games.loader import load_game
 from ..runtime.actor import ActorBase
 from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointFile, CheckpointManager
@@ -552,9 +551,8 @@ class Experiment(ABC, Generic[ConfigT]):
     def _run(self) -> dict[str, Any]:
         config, actor, context = self.config, self.actor, self.context
         self._print(f"run directory: {self.run_dir.resolve()}")
-        observation = config.env.observation
-        if observation.type == "auto" and not is_gym_id(config.game):
-            choice = choose_observation(observation, load_game(config.game))
+        choice = auto_choice(config.env.observation, config.game)
+        if choice is not None:
             self._print(f"observation:   auto chose {choice.describe()}")
         if config.logging.tensorboard:
             self._print(f"TensorBoard:   tensorboard --logdir {self.tensorboard_dir.resolve()}")

@@ -17,16 +17,13 @@ def make_multi_env(
     config: ExperimentConfiguration, *, num_envs: int | None = None, seed_offset: int = 0
 ) -> OakEmuMultiEnv:
     """The multi-env a configuration describes (`num_envs` envs, seeds offset by `seed_offset`)."""
-    from ..envs.gym_backend import is_gym_id
     from ..envs.multi_env import OakEmuMultiEnv
-    from ..envs.observation_choice import choose_observation
-    from ..games.loader import load_game
+    from ..envs.observation_choice import auto_choice
 
     env = config.env
-    observation = env.observation
-    if observation.type == "auto" and not is_gym_id(config.game):
-        # Chosen once here (and remembered by this process), not again in every worker.
-        observation = choose_observation(observation, load_game(config.game)).config
+    # `auto` is chosen here (and remembered by this process), not again in every worker.
+    choice = auto_choice(env.observation, config.game)
+    observation = env.observation if choice is None else choice.config
     return OakEmuMultiEnv(
         config.game,
         num_envs=num_envs or env.num_envs,
