@@ -185,6 +185,19 @@ def test_the_end_of_the_day_wins(session: GameSession) -> None:
     assert step.values["time_left"] == 0 and step.values["lives"] == 3
 
 
+def test_staying_put_is_not_safe(session: GameSession) -> None:
+    """Birds fly in the balloon's row too: an agent that never moves loses lives."""
+    lost = 0
+    for seed in (31, 32, 33):
+        session.reset(seed=seed)
+        for _ in range(1500):
+            step = session.step(NONE)
+            lost += "life_lost" in step.events
+            if step.outcome:
+                break
+    assert lost >= 3, lost
+
+
 def scripted(values: dict[str, int]) -> int:
     """Head for the fruit; of the moves, prefer those no bird reaches soon."""
     px, py = values["player_x"], values["player_y"]

@@ -471,16 +471,14 @@ _next:  ld de, bird_size
         djnz _bird
         ret
 
-; spawn_bird: IX = record; a random row (not the balloon's), side and speed
+; spawn_bird: IX = record; a random row (the balloon's too: staying put is not safe),
+; side and speed
 spawn_bird:
 _row:   call rnd
         and 31
         cp field_bottom
         jr nc, _row
         inc a
-        ld hl, player_y
-        cp (hl)
-        jr z, _row
         ld (ix + b_y), a
         call rnd
         rla                         ; carry: from the right edge, flying left
