@@ -23,7 +23,8 @@ WriteGame = Callable[..., Path]
         ({"height": 48, "width": 64, "frame_stack": 2}, (2, 48, 64)),
         ({"grayscale": False, "height": 32, "width": 32, "frame_stack": 3}, (9, 32, 32)),
         ({"height": 192, "width": 256, "frame_stack": 1}, (1, 192, 256)),
-        ({"type": "attributes", "frame_stack": 2}, (2, 24, 32)),
+        ({"type": "attributes", "frame_stack": 2}, (4, 24, 32)),
+        ({"type": "attributes", "attribute_encoding": "byte", "frame_stack": 2}, (2, 24, 32)),
         (
             {"type": "ram", "ram": ["score", {"address": 0x9000, "length": 4}], "frame_stack": 3},
             (15,),
@@ -46,10 +47,10 @@ def test_play_area_crop_and_attributes(write_game: WriteGame) -> None:
     area = {"x": 16, "y": 8, "width": 64, "height": 32}
     env = OakEmuEnv(write_game({"play_area": area}), {"type": "attributes", "frame_stack": 1})
     env.reset(seed=0)
-    assert env.observation_space.shape == (1, 4, 8)
-    env.machine.write(0x5800 + 1 * 32 + 2, b"\x47")  # cell row 1, column 2: the crop's corner
+    assert env.observation_space.shape == (2, 4, 8)  # ink and paper
+    env.machine.write(0x5800 + 1 * 32 + 2, b"\x4f")  # cell row 1, column 2: the crop's corner
     obs, *_ = env.step(0)
-    assert obs[0, 0, 0] == 0x47
+    assert (obs[0, 0, 0], obs[1, 0, 0]) == (15 * 17, 9 * 17)  # bright white ink, bright blue paper
 
 
 def test_ram_observation_reads_named_variables(write_game: WriteGame) -> None:

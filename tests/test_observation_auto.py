@@ -12,24 +12,30 @@ from pydantic import ValidationError
 
 from oakemu_rl.cli.main import main
 from oakemu_rl.envs import OakEmuEnv
-from oakemu_rl.envs.observation import GRAY_LUT, ObservationConfig, ScreenRegion
+from oakemu_rl.envs.observation import (
+    ATTRIBUTE_COLOURS,
+    GRAY_LUT,
+    ObservationConfig,
+    ScreenRegion,
+)
 from oakemu_rl.envs.observation_choice import (
     CellSample,
     attribute_agreement,
     choose_observation,
+    object_visibility,
 )
 from oakemu_rl.games.loader import bundled_games, load_game
 
 AUTO = ObservationConfig(type="auto", frame_stack=2)
 
 # What each bundled game draws: blocks or cell glyphs of their own colour (attributes), or
-# sprites moving pixel by pixel in one colour (screen).
+# sprites moving pixel by pixel in one colour, or in the background's colours (screen).
 EXPECTED = {
     "catch": "attributes",
     "forest_run": "attributes",
     "maze_gems": "attributes",
     "star_guard": "screen",
-    "sky_harvest": "attributes",
+    "sky_harvest": "screen",  # black birds drawn on the sky's attribute
 }
 
 
@@ -48,7 +54,8 @@ def test_auto_makes_the_expected_choice_on_each_bundled_game(game: str) -> None:
     assert env.observation_space.contains(obs)
     area = definition.spec.play_area
     if choice.config.type == "attributes":
-        assert obs.shape == (2, (area.height + 7) // 8, (area.width + 7) // 8)
+        # Two frames of two channels each: ink and paper.
+        assert obs.shape == (4, (area.height + 7) // 8, (area.width + 7) // 8)
         assert "attribute" in choice.reason
     else:
         crop = choice.config.crop
@@ -58,7 +65,7 @@ def test_auto_makes_the_expected_choice_on_each_bundled_game(game: str) -> None:
         # An 8x8 cell stays at least 2x2 pixels.
         assert crop.width / choice.config.width <= 4 and crop.height / choice.config.height <= 4
         assert obs.shape == (2, choice.config.height, choice.config.width)
-        assert "pixels" in choice.reason
+        assert "pixels" in choice.reason or "background's colours" in choice.reason
     env.close()
 
 
@@ -83,6 +90,37 @@ def test_agreement_counts_changing_cells_that_look_as_their_attribute_says() -> 
     assert attribute_agreement(sample([[1, 5]] * 3, [[7, 9]] * 3)) == (0.0, 0)
 
 
+def test_visibility_counts_objects_drawn_on_the_background_attribute() -> None:
+    # Pattern 0 is the background (attribute 7); objects 1 and 2 have attributes of their own.
+    own = sample([[0, 0], [1, 0], [0, 2], [0, 0]], [[7, 7], [9, 7], [7, 10], [7, 7]])
+    assert object_visibility(own) == 1.0
+    # Object 3 is drawn on the background's attribute (a black bird on the sky): it is one
+    # of three object occurrences, though one of eight changing cell observations.
+    hidden = sample([[0, 0], [1, 0], [0, 2], [3, 0]], [[7, 7], [9, 7], [7, 10], [7, 7]])
+    assert object_visibility(hidden) == pytest.approx(2 / 3)
+    assert attribute_agreement(hidden)[0] == pytest.approx(7 / 8)
+    assert object_visibility(sample([[0, 0]] * 3, [[7, 7]] * 3)) == 1.0
+
+
+def test_attribute_colours_make_every_ink_and_paper_step_visible() -> None:
+    config = {"type": "attributes", "frame_stack": 1}
+    colours = OakEmuEnv("catch", config, seed=5)
+    raw = OakEmuEnv("catch", {**config, "attribute_encoding": "byte"}, seed=5)
+    cells, _ = colours.reset(seed=5)
+    attribute_bytes, _ = raw.reset(seed=5)
+    assert cells.shape == (2, 23, 32) and attribute_bytes.shape == (1, 23, 32)
+    bright = (attribute_bytes[0] >> 6) & 1
+    assert np.array_equal(cells[0], ((attribute_bytes[0] & 7) + 8 * bright) * 17)
+    assert np.array_equal(cells[1], (((attribute_bytes[0] >> 3) & 7) + 8 * bright) * 17)
+    # Every two attributes that differ in ink, paper or brightness differ by >= 17 of 255.
+    table = ATTRIBUTE_COLOURS.astype(int)
+    for a in range(128):
+        for b in range(a + 1, 128):
+            assert np.abs(table[:, a] - table[:, b]).max() >= 17
+    colours.close()
+    raw.close()
+
+
 def test_auto_refuses_the_settings_it_chooses() -> None:
     for field, value in (("height", 40), ("width", 40), ("crop", {"x": 0, "y": 0})):
         with pytest.raises(ValidationError, match=f"type 'auto' chooses {field}"):
@@ -103,8 +141,9 @@ def test_a_screen_crop_is_what_the_agent_sees() -> None:
     assert np.abs(obs[0].astype(float) - expected).max() <= 1.0
     attributes = OakEmuEnv("catch", {"type": "attributes", "crop": crop, "frame_stack": 1})
     cells, _ = attributes.reset(seed=5)
-    assert cells.shape == (1, 12, 16)
-    assert np.array_equal(cells[0], attributes.machine.attributes()[2:14, 8:24])
+    assert cells.shape == (2, 12, 16)
+    attribute_bytes = attributes.machine.attributes()[2:14, 8:24]
+    assert np.array_equal(cells // 17, [attribute_bytes & 7, (attribute_bytes >> 3) & 7])
     with pytest.raises(ValidationError, match="runs off the 256x192 screen"):
         ScreenRegion(x=200, y=0, width=128, height=64)
 

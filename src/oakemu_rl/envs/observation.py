@@ -18,6 +18,20 @@ from .resample import AreaResampler, native_kernel
 GRAY_LUT = np.round(PALETTE @ np.array([0.299, 0.587, 0.114])).astype(np.uint8)
 
 
+def _attribute_colours() -> npt.NDArray[np.uint8]:
+    """[channel, attribute byte] -> ink (channel 0) or paper (1) colour number, bright
+    adding 8, times 17: spread over 0-255 so that every colour step is visible to a
+    network that reads observations / 255."""
+    byte = np.arange(256)
+    bright = (byte >> 6) & 1
+    ink = (byte & 7) + 8 * bright
+    paper = ((byte >> 3) & 7) + 8 * bright
+    return (np.stack([ink, paper]) * 17).astype(np.uint8)
+
+
+ATTRIBUTE_COLOURS = _attribute_colours()
+
+
 class RamRange(BaseModel):
     """A range of memory bytes."""
 
@@ -55,7 +69,9 @@ class ObservationConfig(BaseModel):
 
     - `screen`: the play area (or `crop`), grayscale or colour, resized to height x
       width, the last `frame_stack` frames stacked on the channel axis (channels first).
-    - `attributes`: the colour-attribute bytes of the play area's (or crop's) 8x8 cells.
+    - `attributes`: the colours of the play area's (or crop's) 8x8 cells, read from their
+      attribute bytes: by default two channels a frame, ink and paper (see
+      `attribute_encoding`).
     - `ram`: bytes of named data variables or explicit address ranges.
     - `auto`: `attributes` or a cropped `screen`, chosen from how the game draws
       (see `oakemu_rl.envs.observation_choice`); `config show` says which and why.
@@ -65,10 +81,10 @@ class ObservationConfig(BaseModel):
 
     type: Literal["screen", "attributes", "ram", "auto"] = Field(
         "screen",
-        description="'screen': pixels of the play area; 'attributes': its 8x8 cells' colour "
-        "attribute bytes; 'ram': bytes of memory named in `ram`; 'auto': attributes where "
-        "the game's sprites are attribute blocks or cell glyphs, else a screen crop and size "
-        "that keep 8x8 cells visible (chosen per game from random play).",
+        description="'screen': pixels of the play area; 'attributes': its 8x8 cells' "
+        "colours from their attribute bytes; 'ram': bytes of memory named in `ram`; 'auto': "
+        "attributes where the game's sprites are attribute blocks or cell glyphs, else a "
+        "screen crop and size that keep 8x8 cells visible (chosen per game from random play).",
     )
     crop: ScreenRegion | None = Field(
         None,
@@ -76,6 +92,12 @@ class ObservationConfig(BaseModel):
         "the game's play area (null: the play area).",
     )
     grayscale: bool = Field(True, description="Screen in grayscale (else RGB, 3 channels a frame).")
+    attribute_encoding: Literal["colours", "byte"] = Field(
+        "colours",
+        description="For 'attributes': 'colours' gives two channels a frame, each cell's ink "
+        "and paper colour (0-15, bright adds 8) times 17, so that two inks differ by at least "
+        "17 of 255; 'byte' gives the raw attribute byte, one channel, where inks differ by 1-7.",
+    )
     height: int = Field(
         DEFAULT_SIZE,
         ge=8,
@@ -171,14 +193,17 @@ class ObservationPipeline:
         if c.type == "attributes":
             rows = self._cell_rows.stop - self._cell_rows.start
             cols = self._cell_cols.stop - self._cell_cols.start
-            return (rows, cols)
+            return (rows, cols) if c.attribute_encoding == "byte" else (2, rows, cols)
         return (sum(size for _, size in self._ram),)
 
     def frame(self, machine: ZXSpectrum) -> npt.NDArray[np.uint8]:
         """The current single frame (before stacking)."""
         c = self.config
         if c.type == "attributes":
-            return machine.attributes()[self._cell_rows, self._cell_cols]
+            cells = machine.attributes()[self._cell_rows, self._cell_cols]
+            if c.attribute_encoding == "byte":
+                return cells
+            return ATTRIBUTE_COLOURS[:, cells]
         if c.type == "ram":
             data = b"".join(machine.read(a, n) for a, n in self._ram)
             return np.frombuffer(data, dtype=np.uint8)

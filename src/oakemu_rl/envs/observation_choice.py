@@ -4,13 +4,18 @@ The game is played with random actions for a few hundred steps and its play area
 read as 8x8 cells, each cell at each step a 64-pixel colour pattern:
 
 - When every cell that changes shows the pattern its colour-attribute byte implies (the
-  same attribute byte always looks the same), the attributes say everything the pixels
-  do, in 64 times fewer numbers: the choice is `attributes`. Games that draw their
-  sprites as coloured blocks or as cell-aligned glyphs of their own colour are such games.
+  same attribute byte always looks the same), and every object (a pattern other than the
+  background's) stands on an attribute of its own rather than the background's, the
+  attributes say everything the pixels do, in 64 times fewer numbers: the choice is
+  `attributes`. Games that draw their sprites as coloured blocks or as cell-aligned glyphs
+  of their own colour are such games. The object test counts occurrences of objects, so
+  a rare sprite drawn in the background's colours (a black bird on the sky) weighs as
+  much as the common ones, though the cells it changes are few among all that change.
 - Otherwise the pixels matter (sprites that move pixel by pixel, several shapes in one
-  colour): the choice is `screen`, cropped to the cells that ever show something, and
-  scaled down by a whole factor that leaves an 8x8 cell at least 2x2 pixels, so a cell's
-  content stays visible (a one-pixel shot becomes a grey dot, not nothing).
+  colour, sprites in the background's colours): the choice is `screen`, cropped to the
+  cells that ever show something, and scaled down by a whole factor that leaves an 8x8
+  cell at least 2x2 pixels, so a cell's content stays visible (a one-pixel shot becomes
+  a grey dot, not nothing).
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ SAMPLE_STEPS = 400
 """Random-play steps the choice looks at."""
 
 ATTRIBUTE_AGREEMENT = 0.97
-"""Share of changing cells that must look as their attribute implies for `attributes`."""
+"""Share of changing cells that must look as their attribute implies for `attributes`,
+and share of object occurrences that must stand on an attribute of their own."""
 
 LARGEST_SIDE = 96
 """A screen observation is scaled down until its longer side is at most this."""
@@ -104,6 +110,24 @@ def attribute_agreement(sample: CellSample) -> tuple[float, int]:
     return float(best.sum() / patterns.size), int(changing.sum())
 
 
+def object_visibility(sample: CellSample) -> float:
+    """The share of object occurrences on changing cells (a pattern other than the
+    background, their commonest pattern) whose attribute byte does not mostly show the
+    background: the share of objects the attributes alone reveal (1.0 with none)."""
+    changing = (sample.patterns != sample.patterns[:1]).any(axis=0)
+    patterns = sample.patterns[:, changing].ravel()
+    attributes = sample.attributes[:, changing].ravel().astype(np.int64)
+    if not patterns.size:
+        return 1.0
+    background = patterns == np.bincount(patterns).argmax()
+    shows_background = np.bincount(attributes, weights=background, minlength=256)
+    cells = np.bincount(attributes, minlength=256)
+    background_attribute = 2 * shows_background >= cells
+    if background.all():
+        return 1.0
+    return float(1.0 - background_attribute[attributes[~background]].mean())
+
+
 def _screen_crop(sample: CellSample) -> ScreenRegion:
     """The cells that ever change or ever differ from the background (the commonest
     pattern), as a pixel region."""
@@ -127,7 +151,12 @@ def choose_observation(config: ObservationConfig, game: GameDefinition) -> Obser
     if config.type != "auto":
         return ObservationChoice(config, "set in the configuration")
     files = (game.path.resolve(), game.snapshot_path)
-    key = (*((str(f), f.stat().st_mtime_ns) for f in files), config.frame_stack, config.grayscale)
+    key = (
+        *((str(f), f.stat().st_mtime_ns) for f in files),
+        config.frame_stack,
+        config.grayscale,
+        config.attribute_encoding,
+    )
     if key not in _CHOICES:
         _CHOICES[key] = _choose(config, game)
     return _CHOICES[key]
@@ -148,26 +177,37 @@ _CHOICES: dict[tuple[object, ...], ObservationChoice] = {}
 def _choose(config: ObservationConfig, game: GameDefinition) -> ObservationChoice:
     sample = sample_cells(game)
     agreement, changing = attribute_agreement(sample)
+    visibility = object_visibility(sample)
     keep = {"frame_stack": config.frame_stack, "grayscale": config.grayscale}
     seen = f"in {len(sample.patterns)} steps of random play"
-    if changing and agreement >= ATTRIBUTE_AGREEMENT:
+    if changing and min(agreement, visibility) >= ATTRIBUTE_AGREEMENT:
         rows, cols = sample.attributes.shape[1:]
         reason = (
             f"{seen}, {agreement:.1%} of the {changing} cells that changed showed the pixels "
-            f"their colour attribute implies, so the {rows}x{cols} attribute bytes carry "
-            "what the screen shows"
+            f"their colour attribute implies and {visibility:.1%} of the objects stood on "
+            f"attributes of their own, so the colours of the {rows}x{cols} cells carry what "
+            "the screen shows"
         )
-        return ObservationChoice(ObservationConfig(type="attributes", **keep), reason)
+        attributes = ObservationConfig(
+            type="attributes", attribute_encoding=config.attribute_encoding, **keep
+        )
+        return ObservationChoice(attributes, reason)
     crop = _screen_crop(sample)
     factor = 2
     while max(crop.width, crop.height) / factor > LARGEST_SIDE and factor < 4:
         factor *= 2
-    why = (
-        f"only {agreement:.1%} of the {changing} cells that changed looked as their colour "
-        "attribute implies (sprites are drawn in pixels)"
-        if changing
-        else "no cell changed under random play"
-    )
+    if not changing:
+        why = "no cell changed under random play"
+    elif agreement < ATTRIBUTE_AGREEMENT:
+        why = (
+            f"only {agreement:.1%} of the {changing} cells that changed looked as their "
+            "colour attribute implies (sprites are drawn in pixels)"
+        )
+    else:
+        why = (
+            f"only {visibility:.1%} of the objects stood on attributes of their own (the "
+            "others are drawn in the background's colours, which the attributes hide)"
+        )
     reason = (
         f"{seen}, {why}; cropped to the cells that ever show something and scaled by "
         f"1/{factor}, so an 8x8 cell stays {8 // factor}x{8 // factor} pixels"
