@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from ..envs.multi_env import MultiEnvError
-from ..envs.observation_choice import auto_choice
+from ..envs.observation_choice import ObservationChoice, auto_choice
 from ..games.loader import load_game
 from ..runtime.actor import ActorBase
 from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointFile, CheckpointManager
@@ -173,6 +173,8 @@ class Experiment(ABC, Generic[ConfigT]):
         self.summary: dict[str, Any] = {}
         self.restored: RestoreMetadata | None = None
         """What a resumed run restored (None for a new run)."""
+        self._auto_choice: ObservationChoice | None = None
+        """What `observation: auto` chose when the run was opened (None when not auto)."""
         self._built = False
         self._last_checkpoint_step: int | None = None
         self._last_point_step = 0
@@ -362,9 +364,21 @@ class Experiment(ABC, Generic[ConfigT]):
         )
         return found
 
+    def _resolve_observation(self) -> None:
+        """Resolve `env.observation.type: auto` before the run directory is opened: a new
+        run stores the observation auto chose in its configuration (and `config.yaml`),
+        so a resume, `evaluate` or `export` sees exactly that observation, never a new
+        choice. A resumed run whose stored configuration still says `auto` (written by an
+        older version) keeps it and chooses again, as it always did."""
+        self._auto_choice = auto_choice(self.config.env.observation, self.config.game)
+        if self._auto_choice is not None and not self.resume:
+            env = self.config.env.model_copy(update={"observation": self._auto_choice.config})
+            self.config = self.config.model_copy(update={"env": env})
+
     def _open_run(self) -> Checkpoint | None:
         """Open the run directory, its sinks and the seeded runtime context; returns the
         checkpoint to resume from (None for a new run)."""
+        self._resolve_observation()
         opened = open_run_directory(
             self.run_dir,
             self.config,
@@ -551,9 +565,8 @@ class Experiment(ABC, Generic[ConfigT]):
     def _run(self) -> dict[str, Any]:
         config, actor, context = self.config, self.actor, self.context
         self._print(f"run directory: {self.run_dir.resolve()}")
-        choice = auto_choice(config.env.observation, config.game)
-        if choice is not None:
-            self._print(f"observation:   auto chose {choice.describe()}")
+        if self._auto_choice is not None:
+            self._print(f"observation:   auto chose {self._auto_choice.describe()}")
         if config.logging.tensorboard:
             self._print(f"TensorBoard:   tensorboard --logdir {self.tensorboard_dir.resolve()}")
         baseline = self._baseline()
