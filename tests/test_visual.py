@@ -65,7 +65,7 @@ def catch_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "torch_threads": 1,
         "env": {"num_envs": 2, "backend": "inline"},
         "learner": {"learning_starts": 64, "batch_size": 16},
-        "tester": {"enabled": False, "max_episode_steps": 120},
+        "tester": {"enabled": False, "max_episode_steps": 40},
         "logging": {"console": False, "tensorboard": False},
     }
     quiet(EXPERIMENTS["dqn"].config_type.from_dict(data), run_dir).run()
