@@ -4,6 +4,7 @@ sources, their YAML addresses match the assembler's symbols, and they play."""
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,24 @@ def test_every_bundled_game_has_source_yaml_and_snapshot() -> None:
         assert (folder / f"{name}.sna").is_file()
 
 
+def test_the_shared_helpers_folder_is_no_game() -> None:
+    from oakemu_rl.games.loader import bundled_games
+
+    assert (BUNDLED_DIR / "common").is_dir()
+    assert any((BUNDLED_DIR / "common").glob("*.asm"))
+    assert set(GAMES) == {"catch", "forest_run", "maze_gems", "sky_harvest", "star_guard"}
+    assert [f.name for f in game_folders()] == GAMES
+    assert sorted(bundled_games()) == GAMES
+
+
 @needs_pasmo
 @pytest.mark.parametrize("name", GAMES)
-def test_rebuild_matches_committed_snapshot(name: str, tmp_path: Path) -> None:
+def test_rebuild_matches_committed_snapshot(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # From another current directory: the games INCLUDE "../common/...", which pasmo
+    # resolves against its current directory, so the build must run pasmo in the game's.
+    monkeypatch.chdir(tmp_path)
     folder = BUNDLED_DIR / name
     rebuilt = build_game(folder, tmp_path)
     assert rebuilt == tmp_path / f"{name}.sna"
@@ -60,7 +76,9 @@ def test_check_mode_passes_and_detects_a_stale_snapshot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert build.main(["--check"]) == 0
-    # A copy of the catch folder with one byte of its snapshot changed.
+    # A copy of the catch folder with one byte of its snapshot changed (and of the
+    # shared helpers it includes).
+    shutil.copytree(BUNDLED_DIR / "common", tmp_path / "bundled" / "common")
     copy = tmp_path / "bundled" / "catch"
     copy.mkdir(parents=True)
     for item in (BUNDLED_DIR / "catch").iterdir():

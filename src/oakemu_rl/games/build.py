@@ -9,6 +9,12 @@ at the `start` label with SP at `stack_top`, interrupts disabled and IM 1 (the
 program sets up its own interrupt mode), border black, R = 0. Nothing depends
 on the time or the machine, so the same source always gives the same bytes.
 
+The helper routines the games share (screen addresses, printing, the RNG...) are
+in `bundled/common/*.asm`, which the games `INCLUDE "../common/<file>.asm"`.
+pasmo resolves an INCLUDE path against its current directory (not against the
+including file), so pasmo always runs in the game's folder, whatever the
+caller's current directory. `common` holds no `common.asm`, so it is no game.
+
 `--check` rebuilds into a temporary folder and compares each snapshot with the
 committed one byte for byte (exit status 1 on a difference). Without pasmo the
 command says how to install it and exits with status 2.
@@ -80,8 +86,10 @@ def assemble(source: Path, workdir: Path, pasmo: str | None = None) -> tuple[byt
     pasmo = pasmo or find_pasmo()
     if pasmo is None:
         raise BuildError(PASMO_MISSING)
+    workdir = Path(workdir).resolve()  # pasmo runs in another folder
     binary = workdir / f"{source.stem}.bin"
     symbols = workdir / f"{source.stem}.sym"
+    # In the source's folder: pasmo finds INCLUDE files relative to the current directory.
     result = subprocess.run(
         [pasmo, "--alocal", "--bin", source.name, str(binary), str(symbols)],
         cwd=source.parent,

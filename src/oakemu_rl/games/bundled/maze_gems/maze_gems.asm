@@ -11,6 +11,8 @@
 ;
 ;  Assemble with pasmo:  pasmo --alocal --bin maze_gems.asm out.bin out.sym
 ;  (python -m oakemu_rl.games.build does this and wraps it in maze_gems.sna)
+;  Run pasmo in this folder: it finds INCLUDE files relative to the current
+;  directory, and the helper routines the games share are in ../common/.
 ;
 ;  The program runs on its own: no ROM routine, no system variable (it reads
 ;  only the ROM character set). An IM 2 interrupt handler counts frames; the
@@ -696,43 +698,10 @@ draw_level:
         ld bc, 0 * 256 + 19
         jp print_char
 
-; ---- inc_digits: add 1 to the ASCII number whose last digit is at HL ----------
-;      B = number of digits
-inc_digits:
-        ld a, (hl)
-        inc a
-        cp "9" + 1
-        jr c, _store
-        ld (hl), "0"
-        dec hl
-        djnz inc_digits
-        ret
-_store: ld (hl), a
-        ret
-
-; ---- rnd: xorshift16 step; returns A (and HL) ---------------------------------
-rnd:
-        ld hl, (rng_seed)
-        ld a, h
-        or l
-        jr nz, _go
-        ld hl, 0x5EED               ; a zero state would stick; use the default
-_go:    ld a, h
-        rra
-        ld a, l
-        rra
-        xor h
-        ld h, a
-        ld a, l
-        rra
-        ld a, h
-        rra
-        xor l
-        ld l, a
-        xor h
-        ld h, a
-        ld (rng_seed), hl
-        ret
+; ---- helpers shared with the other bundled games (../common/) ----------------
+        include "../common/inc_digits.asm"
+rnd_zero_seed   equ 0x5EED          ; what rnd puts in place of a zero state
+        include "../common/rnd.asm"
 
 ; ---- read_input: A = bit 0 right, 1 left, 2 down, 3 up, 4 fire ----------------
 ;      keyboard: Q up, A down, O left, P right, SPACE fire; plus a Kempston joystick
@@ -773,76 +742,11 @@ _done:  ld a, c
         ret
 
 ; ---- screen helpers -------------------------------------------------------------
-; clear_screen: empty bitmap, every attribute = A
-clear_screen:
-        ld hl, 0x4000
-        ld de, 0x4001
-        ld bc, 6143
-        ld (hl), 0
-        ldir
-        ld hl, attr_base
-        ld de, attr_base + 1
-        ld bc, 767
-        ld (hl), a
-        ldir
-        ret
-
-; attr_addr: B = row, C = column -> HL = attribute address
-attr_addr:
-        ld a, b
-        rrca
-        rrca
-        rrca
-        ld l, a
-        and 3
-        or attr_base / 256
-        ld h, a
-        ld a, l
-        and 0xE0
-        or c
-        ld l, a
-        ret
-
-; print_list: IX -> records (row, column, colour, text..., 0), ended by a 0xFF row
-print_list:
-        ld a, (ix + 0)
-        cp 0xFF
-        ret z
-        ld b, a
-        ld c, (ix + 1)
-        ld a, (ix + 2)
-        push ix
-        pop hl
-        inc hl
-        inc hl
-        inc hl
-        call print_at
-        inc hl
-        push hl
-        pop ix
-        jr print_list
-
-; print_at: HL = zero-terminated text, B = row, C = column, A = colour; HL ends on the 0
-print_at:
-        ld (text_attr), a
-_next:  ld a, (hl)
-        or a
-        ret z
-        call print_char
-        inc hl
-        inc c
-        jr _next
-
-; print_n: E characters from HL at row B, column C, attribute A
-print_n:
-        ld (text_attr), a
-_next:  ld a, (hl)
-        call print_char
-        inc hl
-        inc c
-        dec e
-        jr nz, _next
-        ret
+        include "../common/clear_screen.asm"
+        include "../common/attr_addr.asm"
+        include "../common/print_list.asm"
+        include "../common/print_at.asm"
+        include "../common/print_n.asm"
 
 ; print_char: character A at row B, column C in colour (text_attr); keeps BC DE HL
 print_char:
@@ -865,16 +769,7 @@ print_char:
         ret
 
 ; ---- interrupt handler ----------------------------------------------------------
-isr:
-        push af
-        push hl
-        ld hl, (frames)
-        inc hl
-        ld (frames), hl
-        pop hl
-        pop af
-        ei
-        reti
+        include "../common/isr.asm"
 
 ; ---- data -----------------------------------------------------------------------
 ; glyphs: 8 bytes, top line first

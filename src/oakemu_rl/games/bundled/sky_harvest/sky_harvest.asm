@@ -16,6 +16,8 @@
 ;
 ;  Assemble with pasmo:  pasmo --alocal --bin sky_harvest.asm out.bin out.sym
 ;  (python -m oakemu_rl.games.build does this and wraps it in sky_harvest.sna)
+;  Run pasmo in this folder: it finds INCLUDE files relative to the current
+;  directory, and the helper routines the games share are in ../common/.
 ;
 ;  The program runs on its own: no ROM routine, no system variable (it reads
 ;  only the ROM character set). An IM 2 interrupt handler counts frames; the
@@ -702,29 +704,9 @@ _byte:  ld a, (hl)
         jr nz, _byte
         ret
 
-; ---- rnd: xorshift16 step; returns A (= H) and HL (keeps BC, DE) ------------------------
-rnd:
-        ld hl, (rng_seed)
-        ld a, h
-        or l
-        jr nz, _go
-        ld hl, 0x5EED               ; a zero state would stick; use the default
-_go:    ld a, h
-        rra
-        ld a, l
-        rra
-        xor h
-        ld h, a
-        ld a, l
-        rra
-        ld a, h
-        rra
-        xor l
-        ld l, a
-        xor h
-        ld h, a
-        ld (rng_seed), hl
-        ret
+; ---- helpers shared with the other bundled games (../common/) ----------------
+rnd_zero_seed   equ 0x5EED          ; what rnd puts in place of a zero state
+        include "../common/rnd.asm"
 
 ; ---- read_input: the Kempston joystick only --------------------------------------------
 ;      A = bit 0 right, 1 left, 2 down, 3 up, 4 fire (0 without an interface)
@@ -739,19 +721,7 @@ read_input:
         ret
 
 ; ---- screen helpers --------------------------------------------------------------------
-; clear_screen: empty bitmap, every attribute = A
-clear_screen:
-        ld hl, 0x4000
-        ld de, 0x4001
-        ld bc, 6143
-        ld (hl), 0
-        ldir
-        ld hl, attr_base
-        ld de, attr_base + 1
-        ld bc, 767
-        ld (hl), a
-        ldir
-        ret
+        include "../common/clear_screen.asm"
 
 ; draw_sky: the sky rows in blue, the grass row at the bottom
 draw_sky:
@@ -786,51 +756,10 @@ cell_addr:
         ld l, a
         ret
 
-; attr_addr: B = row, C = column -> HL = attribute address (keeps BC, DE)
-attr_addr:
-        ld a, b
-        rrca
-        rrca
-        rrca
-        ld l, a
-        and 3
-        or attr_base / 256
-        ld h, a
-        ld a, l
-        and 0xE0
-        or c
-        ld l, a
-        ret
-
-; print_list: IX -> records (row, column, colour, text..., 0), ended by a 0xFF row
-print_list:
-        ld a, (ix + 0)
-        cp 0xFF
-        ret z
-        ld b, a
-        ld c, (ix + 1)
-        ld a, (ix + 2)
-        push ix
-        pop hl
-        inc hl
-        inc hl
-        inc hl
-        call print_at
-        inc hl
-        push hl
-        pop ix
-        jr print_list
-
-; print_at: HL = zero-terminated text, B = row, C = column, A = colour; HL ends on the 0
-print_at:
-        ld (text_attr), a
-_next:  ld a, (hl)
-        or a
-        ret z
-        call print_char
-        inc hl
-        inc c
-        jr _next
+; attr_addr and the text helpers, shared with the other bundled games (../common/)
+        include "../common/attr_addr.asm"
+        include "../common/print_list.asm"
+        include "../common/print_at.asm"
 
 ; print_char: character A at row B, column C in colour (text_attr); keeps BC DE HL
 print_char:
@@ -863,16 +792,7 @@ _line:  ld a, (de)
         ret
 
 ; ---- interrupt handler --------------------------------------------------------------------
-isr:
-        push af
-        push hl
-        ld hl, (frames)
-        inc hl
-        ld (frames), hl
-        pop hl
-        pop af
-        ei
-        reti
+        include "../common/isr.asm"
 
 ; ---- data ----------------------------------------------------------------------------------
 glyph_balloon:                      ; envelope, ropes and basket

@@ -16,6 +16,8 @@
 ;
 ;  Assemble with pasmo:  pasmo --alocal --bin star_guard.asm out.bin out.sym
 ;  (python -m oakemu_rl.games.build does this and wraps it in star_guard.sna)
+;  Run pasmo in this folder: it finds INCLUDE files relative to the current
+;  directory, and the helper routines the games share are in ../common/.
 ;
 ;  The program runs on its own: no ROM routine, no system variable (it reads
 ;  only the ROM character set). An IM 2 interrupt handler counts frames; the
@@ -823,42 +825,10 @@ colour_bands:
         ldir
         ret
 
-; ---- inc_digits: add 1 to the ASCII number whose digit is at HL; B = digits up to it --
-inc_digits:
-        ld a, (hl)
-        inc a
-        cp "9" + 1
-        jr c, _store
-        ld (hl), "0"
-        dec hl
-        djnz inc_digits
-        ret
-_store: ld (hl), a
-        ret
-
-; ---- rnd: xorshift16 step; returns A (= H) and HL ----------------------------------
-rnd:
-        ld hl, (rng_seed)
-        ld a, h
-        or l
-        jr nz, _go
-        ld hl, 0x5EED               ; a zero state would stick; use the default
-_go:    ld a, h
-        rra
-        ld a, l
-        rra
-        xor h
-        ld h, a
-        ld a, l
-        rra
-        ld a, h
-        rra
-        xor l
-        ld l, a
-        xor h
-        ld h, a
-        ld (rng_seed), hl
-        ret
+; ---- helpers shared with the other bundled games (../common/) ----------------
+        include "../common/inc_digits.asm"
+rnd_zero_seed   equ 0x5EED          ; what rnd puts in place of a zero state
+        include "../common/rnd.asm"
 
 ; ---- read_input: A = bit 0 right, 1 left, 2 down, 3 up, 4 fire --------------------------
 ;      keyboard: P right, O left, M or SPACE fire; plus a Kempston joystick
@@ -1043,128 +1013,15 @@ _line:  ld (hl), 0
         ret
 
 ; ---- screen helpers --------------------------------------------------------------------
-; clear_screen: empty bitmap, every attribute = A
-clear_screen:
-        ld hl, 0x4000
-        ld de, 0x4001
-        ld bc, 6143
-        ld (hl), 0
-        ldir
-        ld hl, attr_base
-        ld de, attr_base + 1
-        ld bc, 767
-        ld (hl), a
-        ldir
-        ret
-
-; attr_addr: B = row, C = column -> HL = attribute address (keeps BC, DE)
-attr_addr:
-        ld a, b
-        rrca
-        rrca
-        rrca
-        ld l, a
-        and 3
-        or attr_base / 256
-        ld h, a
-        ld a, l
-        and 0xE0
-        or c
-        ld l, a
-        ret
-
-; print_list: IX -> records (row, column, colour, text..., 0), ended by a 0xFF row
-print_list:
-        ld a, (ix + 0)
-        cp 0xFF
-        ret z
-        ld b, a
-        ld c, (ix + 1)
-        ld a, (ix + 2)
-        push ix
-        pop hl
-        inc hl
-        inc hl
-        inc hl
-        call print_at
-        inc hl
-        push hl
-        pop ix
-        jr print_list
-
-; print_at: HL = zero-terminated text, B = row, C = column, A = colour; HL ends on the 0
-print_at:
-        ld (text_attr), a
-_next:  ld a, (hl)
-        or a
-        ret z
-        call print_char
-        inc hl
-        inc c
-        jr _next
-
-; print_n: E characters from HL at row B, column C, colour A
-print_n:
-        ld (text_attr), a
-_next:  ld a, (hl)
-        call print_char
-        inc hl
-        inc c
-        dec e
-        jr nz, _next
-        ret
-
-; print_char: character A at row B, column C in colour (text_attr); keeps BC DE HL
-print_char:
-        push hl
-        push de
-        push bc
-        ld l, a
-        ld h, 0
-        add hl, hl
-        add hl, hl
-        add hl, hl
-        ld de, 0x3C00               ; ROM character set (0x3D00 is the space)
-        add hl, de
-        ex de, hl
-        ld a, b
-        and 0x18
-        or 0x40
-        ld h, a
-        ld a, b
-        and 7
-        rrca
-        rrca
-        rrca
-        or c
-        ld l, a
-        ld b, 8
-_line:  ld a, (de)
-        ld (hl), a
-        inc de
-        inc h
-        djnz _line
-        pop bc
-        push bc
-        call attr_addr
-        ld a, (text_attr)
-        ld (hl), a
-        pop bc
-        pop de
-        pop hl
-        ret
+        include "../common/clear_screen.asm"
+        include "../common/attr_addr.asm"
+        include "../common/print_list.asm"
+        include "../common/print_at.asm"
+        include "../common/print_n.asm"
+        include "../common/print_char.asm"
 
 ; ---- interrupt handler --------------------------------------------------------------------
-isr:
-        push af
-        push hl
-        ld hl, (frames)
-        inc hl
-        ld (frames), hl
-        pop hl
-        pop af
-        ei
-        reti
+        include "../common/isr.asm"
 
 ; ---- data ----------------------------------------------------------------------------------
 row_points:     defb 3, 2, 1, 1     ; tens of points for rows 0 (top) to 3
