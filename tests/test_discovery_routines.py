@@ -275,11 +275,17 @@ def test_routines_command_on_a_tape(tmp_path: Path, capsys: pytest.CaptureFixtur
     the keys and the lives are found first, then the routines."""
     if shutil.which("pasmo") is None:
         pytest.skip("pasmo is not installed (apt-get install pasmo)")
-    source = tmp_path / "catch.asm"
+    # The game's folder beside the shared helpers it includes (../common/), as in the package.
+    shutil.copytree(BUNDLED_DIR / "common", tmp_path / "common")
+    (tmp_path / "catch").mkdir()
+    source = tmp_path / "catch" / "catch.asm"
     source.write_text((BUNDLED_DIR / "catch" / "catch.asm").read_text() + "\n        end start\n")
     tape = tmp_path / "catch.tap"
     subprocess.run(
-        ["pasmo", "--alocal", "--tapbas", str(source), str(tape)], check=True, capture_output=True
+        ["pasmo", "--alocal", "--tapbas", str(source), str(tape)],
+        check=True,
+        capture_output=True,
+        cwd=source.parent,
     )
     assert main(["routines", str(tape), "--frames", "4000"]) == 0
     out = capsys.readouterr().out

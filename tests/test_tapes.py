@@ -48,8 +48,10 @@ def need(tool: str) -> str:
     return path
 
 
-def run_tool(*args: str | Path) -> str:
-    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, check=False)
+def run_tool(*args: str | Path, cwd: Path | None = None) -> str:
+    result = subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, check=False, cwd=cwd
+    )
     assert result.returncode == 0, f"{args[0]} failed: {result.stderr}{result.stdout}"
     return result.stdout
 
@@ -62,14 +64,17 @@ def catch_build(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """catch.asm assembled: its binary and symbols, a plain `pasmo --tapbas` tape (its BASIC
     loader only loads the code) and one whose loader runs it (`end start` added)."""
     need("pasmo")
-    folder = tmp_path_factory.mktemp("catch")
+    # The game's folder beside the shared helpers it includes (../common/), as in the package.
+    folder = tmp_path_factory.mktemp("games") / "catch"
+    folder.mkdir()
+    shutil.copytree(CATCH.parent / "common", folder.parent / "common")
     source = folder / "catch.asm"
     shutil.copy(CATCH / "catch.asm", source)
     binary, symbols = assemble(source, folder)
-    run_tool("pasmo", "--alocal", "--tapbas", source, folder / "catch.tap")
+    run_tool("pasmo", "--alocal", "--tapbas", source, folder / "catch.tap", cwd=folder)
     runs = folder / "catch_run.asm"
     runs.write_text(source.read_text() + "\n        end start\n")
-    run_tool("pasmo", "--alocal", "--tapbas", runs, folder / "catch_run.tap")
+    run_tool("pasmo", "--alocal", "--tapbas", runs, folder / "catch_run.tap", cwd=folder)
     return {
         "binary": binary, "symbols": symbols, "tap": folder / "catch.tap",
         "run_tap": folder / "catch_run.tap", "folder": folder,
