@@ -22,7 +22,7 @@ from .algorithms import EXPERIMENTS
 from .experiment import Experiment
 from .policy import GreedyPolicy
 from .run_directory import RunError
-from .torch_setup import resolve_device
+from .torch_setup import resolve_device, torch_threads_beside
 
 
 class PolicyOptionError(ValueError):
@@ -159,18 +159,26 @@ def evaluate_checkpoint(
         context: RuntimeContext[Any] = RuntimeContext(
             config=config, device=device, run_dir=checkpoint.path, seed=env_seed
         )
-        context.torch_threads = max(1, torch.get_num_threads())
+        workers = 0 if env.backend == "inline" else env.num_workers
+        context.torch_threads = torch_threads_beside(config.torch_threads, workers)
         tester = experiment.tester_type(context, model, env_factory=lambda: env)
-        if isinstance(tester, Tester):
+        # Play on this thread with the torch threads the workers leave free (all of them
+        # would spin and starve the workers), and give the caller back its own count.
+        caller_threads = torch.get_num_threads()
+        context.enter_thread()
+        try:
+            if isinstance(tester, Tester):
+                return tester.evaluate(
+                    episodes, random_policy=random_policy, epsilon=epsilon, step=checkpoint.step
+                )
+            assert isinstance(tester, PPOTester)
             return tester.evaluate(
-                episodes, random_policy=random_policy, epsilon=epsilon, step=checkpoint.step
+                episodes,
+                random_policy=random_policy,
+                deterministic=deterministic,
+                step=checkpoint.step,
             )
-        assert isinstance(tester, PPOTester)
-        return tester.evaluate(
-            episodes,
-            random_policy=random_policy,
-            deterministic=deterministic,
-            step=checkpoint.step,
-        )
+        finally:
+            torch.set_num_threads(caller_threads)
     finally:
         env.close()

@@ -20,17 +20,24 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def configure_torch_threads(threads: int, workers: int) -> int:
-    """Set torch's thread count so the emulator workers and torch share the cores.
-
-    `threads` 0 means the cores this process may use minus the worker processes.
-    """
+def torch_threads_beside(threads: int, workers: int) -> int:
+    """The torch thread count that shares the cores with `workers` emulator processes:
+    `threads`, or for 0 the cores this process may use minus the workers (at least 1).
+    More would starve the workers: torch's idle threads spin, and the workers run at a
+    lower priority."""
     if threads == 0:
         try:
             cores = len(os.sched_getaffinity(0))
         except AttributeError:  # pragma: no cover
             cores = os.cpu_count() or 1
         threads = max(1, cores - workers)
+    return threads
+
+
+def configure_torch_threads(threads: int, workers: int) -> int:
+    """Set torch's thread count so the emulator workers and torch share the cores
+    (`torch_threads_beside`); returns it."""
+    threads = torch_threads_beside(threads, workers)
     torch.set_num_threads(threads)
     return threads
 
