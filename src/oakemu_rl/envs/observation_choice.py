@@ -96,27 +96,34 @@ def sample_cells(game: GameDefinition, steps: int = SAMPLE_STEPS, seed: int = 0)
     return CellSample(ids.reshape(shape), np.stack(attributes), rows.start, cols.start)
 
 
+def _changing_cells(
+    sample: CellSample,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+    """The pattern ids and attribute bytes of the cells that ever change, at every step
+    (flat), and how many such cells there are."""
+    changing = (sample.patterns != sample.patterns[:1]).any(axis=0)
+    patterns = sample.patterns[:, changing].ravel()
+    attributes = sample.attributes[:, changing].ravel().astype(np.int64)
+    return patterns, attributes, int(changing.sum())
+
+
 def attribute_agreement(sample: CellSample) -> tuple[float, int]:
     """The share of changing cell observations whose pattern is the one their attribute
     byte shows most often, and how many changing cells there are."""
-    changing = (sample.patterns != sample.patterns[:1]).any(axis=0)
-    if not changing.any():
+    patterns, attributes, changing = _changing_cells(sample)
+    if not changing:
         return 0.0, 0
-    patterns = sample.patterns[:, changing].ravel()
-    attributes = sample.attributes[:, changing].ravel().astype(np.int64)
     pairs, counts = np.unique(attributes * (int(patterns.max()) + 1) + patterns, return_counts=True)
     best = np.zeros(256, dtype=np.int64)
     np.maximum.at(best, pairs // (int(patterns.max()) + 1), counts)
-    return float(best.sum() / patterns.size), int(changing.sum())
+    return float(best.sum() / patterns.size), changing
 
 
 def object_visibility(sample: CellSample) -> float:
     """The share of object occurrences on changing cells (a pattern other than the
     background, their commonest pattern) whose attribute byte does not mostly show the
     background: the share of objects the attributes alone reveal (1.0 with none)."""
-    changing = (sample.patterns != sample.patterns[:1]).any(axis=0)
-    patterns = sample.patterns[:, changing].ravel()
-    attributes = sample.attributes[:, changing].ravel().astype(np.int64)
+    patterns, attributes, _ = _changing_cells(sample)
     if not patterns.size:
         return 1.0
     background = patterns == np.bincount(patterns).argmax()
