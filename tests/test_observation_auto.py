@@ -125,6 +125,8 @@ def test_auto_refuses_the_settings_it_chooses() -> None:
     for field, value in (("height", 40), ("width", 40), ("crop", {"x": 0, "y": 0})):
         with pytest.raises(ValidationError, match=f"type 'auto' chooses {field}"):
             ObservationConfig.model_validate({"type": "auto", field: value})
+    with pytest.raises(ValidationError, match="attribute_encoding applies to 'attributes'"):
+        ObservationConfig.model_validate({"type": "screen", "attribute_encoding": "byte"})
     # A saved configuration lists every field, the defaults among them: still valid.
     saved = AUTO.model_dump(mode="json")
     assert ObservationConfig.model_validate(saved) == AUTO

@@ -123,6 +123,10 @@ class ObservationConfig(BaseModel):
     def _ram_needs_ranges(self) -> ObservationConfig:
         if self.type == "ram" and not self.ram:
             raise ValueError("a 'ram' observation needs at least one entry in 'ram'")
+        if self.attribute_encoding != "colours" and self.type in ("screen", "ram"):
+            raise ValueError(
+                f"attribute_encoding applies to 'attributes' (or 'auto'), not to '{self.type}'"
+            )
         # A saved configuration lists every field: the defaults are not a choice.
         defaults = {"height": DEFAULT_SIZE, "width": DEFAULT_SIZE, "crop": None}
         chosen = [name for name in AUTO_CHOSEN if getattr(self, name) != defaults[name]]
