@@ -125,11 +125,43 @@ def test_auto_refuses_the_settings_it_chooses() -> None:
     for field, value in (("height", 40), ("width", 40), ("crop", {"x": 0, "y": 0})):
         with pytest.raises(ValidationError, match=f"type 'auto' chooses {field}"):
             ObservationConfig.model_validate({"type": "auto", field: value})
-    with pytest.raises(ValidationError, match="attribute_encoding applies to 'attributes'"):
-        ObservationConfig.model_validate({"type": "screen", "attribute_encoding": "byte"})
     # A saved configuration lists every field, the defaults among them: still valid.
     saved = AUTO.model_dump(mode="json")
     assert ObservationConfig.model_validate(saved) == AUTO
+
+
+RAM = {"type": "ram", "ram": ["score"]}
+
+
+@pytest.mark.parametrize(
+    ("name", "setting", "where", "acts_on"),
+    [
+        ("attribute_encoding", {"type": "screen"}, "'attributes' or 'auto'", "attributes"),
+        ("attribute_encoding", RAM, "'attributes' or 'auto'", "attributes"),
+        ("grayscale", {"type": "attributes"}, "'screen' or 'auto'", "screen"),
+        ("grayscale", RAM, "'screen' or 'auto'", "screen"),
+        ("height", {"type": "attributes"}, "'screen'", "screen"),
+        ("width", {"type": "attributes"}, "'screen'", "screen"),
+        ("crop", RAM, "'screen' or 'attributes'", "attributes"),
+        ("ram", {"type": "screen"}, "'ram'", "ram"),
+    ],
+)
+def test_a_setting_that_would_do_nothing_is_refused(
+    name: str, setting: dict[str, object], where: str, acts_on: str
+) -> None:
+    value = {"attribute_encoding": "byte", "grayscale": False, "height": 24, "width": 32,
+             "crop": {"x": 0, "y": 0}, "ram": ["score"]}[name]  # fmt: skip
+    with pytest.raises(ValidationError, match=f"{name} applies to a {where} observation, not"):
+        ObservationConfig.model_validate({**setting, name: value})
+    # The same setting where it acts is accepted.
+    ObservationConfig.model_validate({"type": acts_on, name: value})
+
+
+def test_auto_resolves_to_settings_its_type_accepts() -> None:
+    # grayscale: false under auto is for a screen choice; an attributes choice drops it.
+    colour = ObservationConfig(type="auto", grayscale=False, frame_stack=1)
+    assert choose_observation(colour, load_game("catch")).config.type == "attributes"
+    assert choose_observation(colour, load_game("star_guard")).config.grayscale is False
 
 
 def test_a_screen_crop_is_what_the_agent_sees() -> None:

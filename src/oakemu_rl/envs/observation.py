@@ -62,6 +62,16 @@ class ScreenRegion(BaseModel):
 DEFAULT_SIZE = 84
 AUTO_CHOSEN = ("height", "width", "crop")
 """Settings that `type: auto` chooses itself."""
+APPLIES_TO: dict[str, tuple[str, ...]] = {
+    "crop": ("screen", "attributes"),
+    "grayscale": ("screen", "auto"),
+    "attribute_encoding": ("attributes", "auto"),
+    "height": ("screen",),
+    "width": ("screen",),
+    "ram": ("ram",),
+}
+"""The observation types each setting acts on; set to anything but its default on
+another type, it would do nothing, so it is refused."""
 
 
 class ObservationConfig(BaseModel):
@@ -123,19 +133,27 @@ class ObservationConfig(BaseModel):
     def _ram_needs_ranges(self) -> ObservationConfig:
         if self.type == "ram" and not self.ram:
             raise ValueError("a 'ram' observation needs at least one entry in 'ram'")
-        if self.attribute_encoding != "colours" and self.type in ("screen", "ram"):
+        # A saved configuration lists every field: a default is not a choice.
+        chosen = [name for name in APPLIES_TO if getattr(self, name) != _default(name)]
+        by_auto = [name for name in chosen if name in AUTO_CHOSEN]
+        if self.type == "auto" and by_auto:
             raise ValueError(
-                f"attribute_encoding applies to 'attributes' (or 'auto'), not to '{self.type}'"
-            )
-        # A saved configuration lists every field: the defaults are not a choice.
-        defaults = {"height": DEFAULT_SIZE, "width": DEFAULT_SIZE, "crop": None}
-        chosen = [name for name in AUTO_CHOSEN if getattr(self, name) != defaults[name]]
-        if self.type == "auto" and chosen:
-            raise ValueError(
-                f"type 'auto' chooses {', '.join(chosen)} itself; set type 'screen' or "
+                f"type 'auto' chooses {', '.join(by_auto)} itself; set type 'screen' or "
                 "'attributes' to choose them"
             )
+        for name in chosen:
+            if self.type not in APPLIES_TO[name]:
+                kinds = " or ".join(f"'{kind}'" for kind in APPLIES_TO[name])
+                raise ValueError(
+                    f"{name} applies to a {kinds} observation, not to '{self.type}', "
+                    f"where it would do nothing; leave it out"
+                )
         return self
+
+
+def _default(name: str) -> object:
+    field = ObservationConfig.model_fields[name]
+    return field.get_default(call_default_factory=True)
 
 
 class ObservationPipeline:

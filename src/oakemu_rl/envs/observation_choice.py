@@ -185,7 +185,7 @@ def _choose(config: ObservationConfig, game: GameDefinition) -> ObservationChoic
     sample = sample_cells(game)
     agreement, changing = attribute_agreement(sample)
     visibility = object_visibility(sample)
-    keep = {"frame_stack": config.frame_stack, "grayscale": config.grayscale}
+    stack = config.frame_stack
     seen = f"in {len(sample.patterns)} steps of random play"
     if changing and min(agreement, visibility) >= ATTRIBUTE_AGREEMENT:
         rows, cols = sample.attributes.shape[1:]
@@ -196,7 +196,7 @@ def _choose(config: ObservationConfig, game: GameDefinition) -> ObservationChoic
             "the screen shows"
         )
         attributes = ObservationConfig(
-            type="attributes", attribute_encoding=config.attribute_encoding, **keep
+            type="attributes", attribute_encoding=config.attribute_encoding, frame_stack=stack
         )
         return ObservationChoice(attributes, reason)
     crop = _screen_crop(sample)
@@ -220,6 +220,11 @@ def _choose(config: ObservationConfig, game: GameDefinition) -> ObservationChoic
         f"1/{factor}, so an 8x8 cell stays {8 // factor}x{8 // factor} pixels"
     )
     resolved = ObservationConfig(
-        type="screen", crop=crop, height=crop.height // factor, width=crop.width // factor, **keep
+        type="screen",
+        crop=crop,
+        height=crop.height // factor,
+        width=crop.width // factor,
+        frame_stack=stack,
+        grayscale=config.grayscale,
     )
     return ObservationChoice(resolved, reason)
