@@ -74,11 +74,11 @@ def train(
     name = settings_name(settings, game_yaml)
     run_dir = out / "runs" / f"{name}-{game}-s{seed}-{steps}"
     summary_path = run_dir / "summary.json"
-    if not summary_path.is_file():
+    if not _finished(summary_path, steps):
         config = out / "configs" / f"{name}-{game}.yaml"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(yaml.safe_dump({**settings, "game": game_yaml}, sort_keys=False))
-        if run_dir.exists():  # an unfinished run: start it again
+        if run_dir.exists():  # an unfinished or interrupted run: start it again
             subprocess.run(["rm", "-rf", str(run_dir)], check=True)
         command = [*OAKEMU_RL, "train", "--config", str(config), "--run-dir", str(run_dir)]
         command += ["--seed", str(seed), "--steps", str(steps), "--quiet"]
@@ -87,6 +87,14 @@ def train(
         print(f"  trained {name} on {game}, seed {seed}: {time.monotonic() - started:.0f} s",
               flush=True)  # fmt: skip
     return run_dir, json.loads(summary_path.read_text())
+
+
+def _finished(summary_path: Path, steps: int) -> bool:
+    """Whether the run wrote its summary after its whole budget: a run stopped early
+    (SIGTERM, Ctrl-C) writes one too, with fewer steps."""
+    if not summary_path.is_file():
+        return False
+    return bool(json.loads(summary_path.read_text())["steps"] >= steps)
 
 
 def evaluate(run_dir: Path, episodes: int, seed: int, random: bool = False) -> Evaluation:
