@@ -125,6 +125,10 @@ def test_prefetching_learner_matches_inline_learner_exactly(
 
 
 @pytest.mark.slow
+# torch's inductor, imported by torch.compile, defines script methods of its own and so
+# warns about itself; a run never shows it (Python hides DeprecationWarnings outside
+# __main__), and the warning says nothing about this code.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 @pytest.mark.skipif(
     (shutil.which("g++") is None and shutil.which("c++") is None)
     or not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file(),
