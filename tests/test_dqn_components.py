@@ -21,14 +21,14 @@ from oakemu_rl.dqn.exploration import (
 )
 from oakemu_rl.dqn.model import DQNModel
 from oakemu_rl.dqn.noisy import NoisyLinear
-from oakemu_rl.dqn.reward_shaping import (
+from oakemu_rl.runtime.env_lifecycle import EnvironmentState
+from oakemu_rl.runtime.reward_shaping import (
     ClipReward,
     LifeLossPenalty,
     RewardShapingPipeline,
     ScaleReward,
     SignReward,
 )
-from oakemu_rl.runtime.env_lifecycle import EnvironmentState
 from oakemu_rl.runtime.thread_safe_model import ThreadSafeModel
 
 

@@ -201,6 +201,8 @@ def test_config_show_prints_every_setting_commented_and_loadable(
     settings = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
     assert len(comments) >= len(settings)  # every setting has its description above it
     assert "# Env steps between checkpoints." in text
+    # Reward shaping is one shared top-level list (PPO's old ppo.reward_clip is gone).
+    assert "\nreward_shaping: []\n" in text and "reward_clip" not in text
     # Edited and loaded again, through `train --config`'s loader.
     path = tmp_path / "edited.yaml"
     path.write_text(text.replace("every_steps: 25000", "every_steps: 5000"))
@@ -221,7 +223,7 @@ def test_config_show_errors_name_the_file(
 
 def test_shared_sections_have_one_default_for_both_algorithms() -> None:
     dqn, ppo = EXPERIMENTS["dqn"].config_type(), EXPERIMENTS["ppo"].config_type()
-    for section in ("env", "logging", "rollback", "restart_pool"):
+    for section in ("env", "logging", "rollback", "restart_pool", "reward_shaping"):
         assert getattr(dqn, section) == getattr(ppo, section), section
     shared = ("every_steps", "episodes", "num_envs", "max_episode_steps", "final_episodes")
     for name in shared:

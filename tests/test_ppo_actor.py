@@ -330,3 +330,55 @@ def test_async_rollouts_pair_each_action_with_its_own_observations(
         assert (moves[valid] == expected[valid]).all()
         checked += int(valid.sum())
     assert checked > 1500
+
+
+def _catch_rollout_rewards(tmp_path: Path, reward_shaping: list[dict[str, Any]]) -> np.ndarray:
+    """The rewards PPOActor stores in 4 rollouts (4 envs x 32 steps) of catch."""
+    from oakemu_rl.envs.multi_env import OakEmuMultiEnv
+
+    config = small_config(
+        game="catch",
+        total_steps=512,
+        env={
+            "num_envs": 4,
+            "observation": {"type": "ram", "ram": ["ball_x", "ball_y", "paddle_x"]},
+        },
+        ppo={"rollout_steps": 32},
+        reward_shaping=reward_shaping,
+    )
+    c = build_components(
+        tmp_path,
+        config,
+        env_factory=lambda: OakEmuMultiEnv(
+            "catch", num_envs=4, backend="inline", seed=0, observation_config=config.env.observation
+        ),
+        observation_shape=(3 * config.env.observation.frame_stack,),
+        num_actions=3,
+        observation_dtype=np.uint8,
+    )
+    assert len(c.actor.reward_shaping) == len(reward_shaping)
+    rewards: list[np.ndarray] = []
+    learner = fake_learner(c.handshake, lambda: rewards.append(c.buffer.rewards.copy()))
+    c.actor.run()
+    c.handshake.stop()
+    learner.join(5)
+    assert len(rewards) == 4
+    return np.stack(rewards)
+
+
+def test_reward_shaping_shapes_the_rewards_ppo_stores(tmp_path: Path) -> None:
+    """The configuration's reward_shaping acts in PPO as in DQN: on catch (+1 a catch, -1 a
+    miss, which costs a life) a zero scale leaves only the life-loss penalty, which sees
+    the lives before each step."""
+    plain = _catch_rollout_rewards(tmp_path / "plain", [])
+    assert (plain > 0).any() and (plain < 0).any()
+    assert set(np.unique(plain).tolist()) <= {-1.0, 0.0, 1.0}
+    zero = _catch_rollout_rewards(tmp_path / "zero", [{"type": "scale", "factor": 0.0}])
+    assert not zero.any()
+    shaped = _catch_rollout_rewards(
+        tmp_path / "shaped",
+        [{"type": "scale", "factor": 0.0}, {"type": "life_loss", "penalty": 5.0}],
+    )
+    # Same seeds, same weights, rewards do not steer the actor: the same steps, and each
+    # lost life (a miss, reward -1) is -5 after shaping, every other step 0.
+    np.testing.assert_array_equal(shaped, np.where(plain < 0, -5.0, 0.0).astype(np.float32))

@@ -13,6 +13,12 @@ from oakemu_rl.ppo.bc import BCMaterialisationSource, ReplayObservationCache
 from oakemu_rl.ppo.config import PPOExperimentConfiguration
 from oakemu_rl.ppo.model import PPOModel
 from oakemu_rl.ppo.rollout_buffer import RolloutBuffer, compute_gae
+from oakemu_rl.runtime.config_base import (
+    ClipShaper,
+    CodeNotAllowedError,
+    ScaleShaper,
+    SignShaper,
+)
 from oakemu_rl.trajectories.restart_pool import RestartPool
 
 GAMMA, LAMBDA = 0.9, 0.8
@@ -226,6 +232,87 @@ def test_config_errors_name_the_file_the_field_and_the_value(tmp_path: Path) -> 
         )
     with pytest.raises(ConfigError, match="not found"):
         PPOExperimentConfiguration.from_yaml(tmp_path / "missing.yaml")
+
+
+def test_old_ppo_reward_settings_load_as_reward_shaping(tmp_path: Path) -> None:
+    """A config.yaml written before reward shaping was shared (ppo.reward_scale and
+    ppo.reward_clip, as an old run directory holds it) loads into reward_shaping."""
+    defaults = (
+        PPOExperimentConfiguration()
+        .to_yaml()
+        .replace(
+            "  normalize_advantages: true\n",
+            "  normalize_advantages: true\n  reward_scale: 1.0\n  reward_clip: null\n",
+        )
+    )
+    assert "reward_clip: null" in defaults  # as an old run's config.yaml has them
+    path = tmp_path / "config.yaml"
+    path.write_text(defaults)
+    config = PPOExperimentConfiguration.from_yaml(path)
+    assert config == PPOExperimentConfiguration()  # the defaults vanish
+    assert config.reward_shaping == [] and "reward_clip" not in config.to_yaml()
+
+    path.write_text("ppo:\n  reward_scale: 0.5\n  reward_clip: 1.0\n  epochs: 3\n")
+    config = PPOExperimentConfiguration.from_yaml(path)
+    assert config.ppo.epochs == 3
+    assert config.reward_shaping == [
+        ScaleShaper(type="scale", factor=0.5),
+        ClipShaper(type="clip", min=-1.0, max=1.0),
+    ]
+    # The same as the new form, and written in the new form.
+    new = PPOExperimentConfiguration.from_dict(
+        {
+            "ppo": {"epochs": 3},
+            "reward_shaping": [{"type": "scale", "factor": 0.5}, {"type": "clip", "max": 1.0}],
+        }
+    )
+    assert config == new
+    assert PPOExperimentConfiguration.from_yaml(_written(tmp_path, config)) == config
+    clip_only = PPOExperimentConfiguration.from_dict({"ppo": {"reward_clip": 2, "reward_scale": 1}})
+    assert clip_only.reward_shaping == [ClipShaper(type="clip", min=-2.0, max=2.0)]
+    data = {"ppo": {"reward_clip": 1.0}}
+    PPOExperimentConfiguration.from_dict(data)
+    assert data == {"ppo": {"reward_clip": 1.0}}  # the caller's mapping is not changed
+
+    with pytest.raises(ConfigError, match=r"ppo\.reward_clip and reward_shaping are set"):
+        PPOExperimentConfiguration.from_dict(
+            {"ppo": {"reward_clip": 1.0}, "reward_shaping": [{"type": "sign"}]}
+        )
+    with pytest.raises(ConfigError, match=r"ppo\.reward_scale and reward_shaping are set"):
+        PPOExperimentConfiguration.from_dict(
+            {
+                "ppo": {"reward_scale": 2.0, "reward_clip": None},
+                "reward_shaping": [{"type": "sign"}],
+            }
+        )
+    # Defaults alongside reward_shaping are no conflict: they say nothing.
+    both = PPOExperimentConfiguration.from_dict(
+        {"ppo": {"reward_scale": 1.0, "reward_clip": None}, "reward_shaping": [{"type": "sign"}]}
+    )
+    assert both.reward_shaping == [SignShaper(type="sign")]
+    with pytest.raises(ConfigError, match=r"ppo\.reward_clip: expected a positive number"):
+        PPOExperimentConfiguration.from_dict({"ppo": {"reward_clip": -1.0}})
+    with pytest.raises(ConfigError, match=r"clip: min 1\.0 is above max -1\.0"):
+        PPOExperimentConfiguration.from_dict(
+            {"reward_shaping": [{"type": "clip", "min": 1, "max": -1}]}
+        )
+
+
+def test_a_callable_reward_shaper_in_ppo_is_code_that_must_be_allowed() -> None:
+    config = PPOExperimentConfiguration.from_dict(
+        {"reward_shaping": [{"type": "sign"}, {"type": "callable", "target": "mod:shape"}]}
+    )
+    assert config.code_references() == ["reward_shaping[1] calls 'mod:shape'"]
+    with pytest.raises(CodeNotAllowedError, match="--allow-code"):
+        config.check_code_allowed(False)
+    config.check_code_allowed(True)
+
+
+def _written(tmp_path: Path, config: PPOExperimentConfiguration) -> Path:
+    path = tmp_path / "written.yaml"
+    path.write_text(config.to_commented_yaml())
+    assert "reward_clip" not in path.read_text()
+    return path
 
 
 # -- small classes ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """DQN: configuration, model, exploration, replay, learner, trainer, tester, checkpoints."""
 
 from ..runtime.config_base import ConfigError
+from ..runtime.reward_shaping import RewardShapingPipeline
 from .action_masker import ActionMasker
 from .action_policy import ActionPolicy
 from .config import DQNExperimentConfiguration
@@ -16,7 +17,6 @@ from .noisy import NoisyLinear
 from .replay_buffer import ReplayBatch, ReplayBuffer, Transition
 from .replay_ratio_gate import ReplayRatioGate
 from .replay_writer import ReplayWriter
-from .reward_shaping import RewardShapingPipeline
 from .state_adapter import DQNRestoreMetadata, DQNStateAdapter
 from .sum_tree import SumTree
 from .td_loss import TDLoss, td_loss

@@ -6,7 +6,7 @@ arguments uses them on `catch`. `oakemu-rl config show --algo dqn` prints them a
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -142,52 +142,6 @@ class DQfDSettings(_Section):
     )
 
 
-class ClipShaper(_Section):
-    """Clip the reward into [min, max]."""
-
-    type: Literal["clip"] = Field(description="'clip'.")
-    min: float = Field(-1.0, description="Lowest reward.")
-    max: float = Field(1.0, description="Highest reward.")
-
-
-class ScaleShaper(_Section):
-    """Multiply the reward by a factor."""
-
-    type: Literal["scale"] = Field(description="'scale'.")
-    factor: float = Field(1.0, description="The factor.")
-
-
-class SignShaper(_Section):
-    """Replace the reward by its sign."""
-
-    type: Literal["sign"] = Field(description="'sign'.")
-
-
-class LifeLossShaper(_Section):
-    """Subtract a penalty when a life is lost."""
-
-    type: Literal["life_loss"] = Field(description="'life_loss'.")
-    penalty: float = Field(1.0, description="Subtracted when the `lives` variable falls.")
-
-
-class CallableShaper(_Section):
-    """A user function named by import path."""
-
-    type: Literal["callable"] = Field(description="'callable'.")
-    target: str = Field(
-        description="'module:function' taking (reward, info) and returning the new reward."
-    )
-    kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="Keyword arguments passed to the function."
-    )
-
-
-ShaperConfig = Annotated[
-    ClipShaper | ScaleShaper | SignShaper | LifeLossShaper | CallableShaper,
-    Field(discriminator="type"),
-]
-
-
 class DQNTesterSettings(TesterSettings):
     """Evaluation episodes: greedy, or epsilon-greedy with `epsilon`."""
 
@@ -223,16 +177,6 @@ class DQNExperimentConfiguration(ExperimentConfiguration):
     dqfd: DQfDSettings = Field(
         default_factory=DQfDSettings, description="Learning from demonstrations (DQfD)."
     )
-    reward_shaping: list[ShaperConfig] = Field(
-        default_factory=list, description="Reward shapers, applied in order."
-    )
-
-    def code_references(self) -> list[str]:
-        refs = super().code_references()
-        for i, shaper in enumerate(self.reward_shaping):
-            if isinstance(shaper, CallableShaper):
-                refs.append(f"reward_shaping[{i}] calls {shaper.target!r}")
-        return refs
 
     @model_validator(mode="after")
     def _consistent(self) -> DQNExperimentConfiguration:

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from ..runtime.env_lifecycle import EnvironmentState
+from ..runtime.reward_shaping import RewardShapingPipeline
 from ..trajectories.demonstrations import DemonstrationSet
 from .replay_buffer import ReplayBatch, ReplayBuffer, Transition
-from .reward_shaping import RewardShapingPipeline
 
 __all__ = [
     "build_demonstration_buffer",

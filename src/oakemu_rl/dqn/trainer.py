@@ -13,6 +13,7 @@ import torch
 from ..runtime.actor import ActorBase
 from ..runtime.context import RuntimeContext
 from ..runtime.env_lifecycle import ActorRuntimeState, EnvironmentState
+from ..runtime.reward_shaping import RewardShapingPipeline
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .action_masker import ActionMasker
 from .action_policy import ActionPolicy
@@ -22,7 +23,6 @@ from .model import DQNModel
 from .replay_buffer import ReplayBuffer, Transition
 from .replay_ratio_gate import ReplayRatioGate
 from .replay_writer import ReplayWriter
-from .reward_shaping import RewardShapingPipeline
 
 if TYPE_CHECKING:
     from ..envs.multi_env import OakEmuMultiEnv, StepResult

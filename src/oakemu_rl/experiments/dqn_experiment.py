@@ -20,10 +20,10 @@ from ..dqn.learner import Learner
 from ..dqn.model import DQNModel
 from ..dqn.replay_buffer import ReplayBuffer
 from ..dqn.replay_writer import ReplayWriter
-from ..dqn.reward_shaping import RewardShapingPipeline
 from ..dqn.state_adapter import DQNStateAdapter
 from ..dqn.tester import Tester
 from ..dqn.trainer import Trainer
+from ..runtime.reward_shaping import RewardShapingPipeline
 from .experiment import Experiment
 
 __all__ = ["DQNExperiment", "build_replay_buffer"]

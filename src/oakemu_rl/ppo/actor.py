@@ -14,6 +14,7 @@ import torch
 from ..runtime.actor import ActorBase, EpisodeObserver
 from ..runtime.context import RuntimeContext
 from ..runtime.env_lifecycle import ActorRuntimeState, EnvironmentState
+from ..runtime.reward_shaping import RewardShapingPipeline
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .bc import BCMaterialisationSource, BCMaterialiser, ReplayObservationCache
 from .config import PPOExperimentConfiguration
@@ -62,6 +63,9 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
     waits only when the next rollout is full before the learner is done, and for the
     rollouts the handshake says must be waited for (those that end at a checkpoint).
 
+    Each step's reward goes through the configuration's `reward_shaping` pipeline (the
+    `reward_shaping` attribute) before it is stored, as in DQN's Trainer.
+
     With behaviour cloning (`set_bc_materialisation_source`), the actor rebuilds the
     demonstration observations the learner's BC sampler asks for into the replay
     observation cache: while it waits for the learner, and between results within a
@@ -102,6 +106,7 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
         self.actor_model: PPOModel = actor_model
         self.rollout_buffer = rollout_buffer
         self.rollout_handshake = rollout_handshake
+        self.reward_shaping = RewardShapingPipeline.from_config(config.reward_shaping)
         self.generator = torch.Generator().manual_seed(context.seed)
         self._synced_version = -1
         self._parked: list[int] = []
@@ -208,10 +213,8 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
     def _record_step(
         self, state: EnvironmentState, result: StepResult, next_observation: npt.NDArray[Any]
     ) -> float:
-        reward = float(result.reward) * self.config.ppo.reward_scale
-        clip = self.config.ppo.reward_clip
-        if clip is not None:
-            reward = min(max(reward, -clip), clip)
+        # `state` still describes the env before this step (a life-loss penalty needs it).
+        reward = self.reward_shaping(float(result.reward), result.info, state)
         self._last_row = self.rollout_buffer.add_outcome(
             state.env_id, reward, bool(result.terminated), bool(result.truncated)
         )

@@ -7,7 +7,7 @@ prints them all.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -21,6 +21,7 @@ __all__ = [
     "PPOModelSettings",
     "PPOSettings",
     "PPOTesterSettings",
+    "reward_shaping_from_ppo_settings",
 ]
 
 
@@ -80,10 +81,6 @@ class PPOSettings(_Section):
         None, gt=0, description="Stop the epochs of a rollout once the approximate KL exceeds it."
     )
     normalize_advantages: bool = Field(True, description="Normalise advantages per minibatch.")
-    reward_scale: float = Field(1.0, gt=0, description="Rewards are multiplied by this.")
-    reward_clip: float | None = Field(
-        None, gt=0, description="Clip scaled rewards to [-reward_clip, reward_clip] (None: off)."
-    )
     overlap_collection: bool = Field(
         False,
         description="Collect the next rollout (into a second buffer) while the learner trains "
@@ -124,6 +121,49 @@ class PPOTesterSettings(TesterSettings):
     )
 
 
+_OLD_REWARD_DEFAULTS: dict[str, float | None] = {"reward_scale": 1.0, "reward_clip": None}
+
+
+def reward_shaping_from_ppo_settings(data: Any) -> Any:
+    """Move the settings `ppo.reward_scale` and `ppo.reward_clip`, which PPO had before
+    reward shaping was shared, out of a mapping of settings (copied, not changed in place).
+
+    Their defaults (1.0 and null) are dropped; other values become the equivalent
+    `reward_shaping` entries, `{type: scale, factor}` then `{type: clip, min: -c, max: c}`.
+    A mapping that sets both them and `reward_shaping` is refused (ValueError). Anything
+    that is not a mapping with a `ppo` mapping is returned as it is.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("ppo"), dict):
+        return data
+    ppo = dict(data["ppo"])
+    old = {key: ppo.pop(key) for key in _OLD_REWARD_DEFAULTS if key in ppo}
+    if not old:
+        return data
+    shapers: list[dict[str, Any]] = []
+    named: list[str] = []
+    for key, value in old.items():
+        if value == _OLD_REWARD_DEFAULTS[key]:
+            continue
+        named.append(f"ppo.{key}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise ValueError(f"ppo.{key}: expected a positive number (got {value!r})")
+        if key == "reward_scale":
+            shapers.append({"type": "scale", "factor": float(value)})
+        else:
+            shapers.append({"type": "clip", "min": -float(value), "max": float(value)})
+    if shapers and data.get("reward_shaping"):
+        keys = " and ".join(named)
+        raise ValueError(
+            f"both {keys} and reward_shaping are set: write {keys} into reward_shaping "
+            "instead, as {type: scale, factor: F} and {type: clip, min: -C, max: C} "
+            "entries where you want them applied"
+        )
+    data = dict(data, ppo=ppo)
+    if shapers:
+        data["reward_shaping"] = shapers
+    return data
+
+
 class PPOExperimentConfiguration(ExperimentConfiguration):
     """A PPO run: the shared settings, and the actor-critic network and the PPO update."""
 
@@ -137,6 +177,13 @@ class PPOExperimentConfiguration(ExperimentConfiguration):
     bc: PPOBCSettings = Field(
         default_factory=PPOBCSettings, description="Behaviour cloning on demonstrations."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_reward_settings(cls, data: Any) -> Any:
+        """Configurations written before reward shaping was shared (a run directory's
+        config.yaml among them) load: see `reward_shaping_from_ppo_settings`."""
+        return reward_shaping_from_ppo_settings(data)
 
     @model_validator(mode="after")
     def _consistent(self) -> PPOExperimentConfiguration:

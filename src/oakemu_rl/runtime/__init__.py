@@ -1,5 +1,5 @@
 """Runtime core shared by DQN and PPO: configuration base, context, model sharing, the actor
-and tester bases, episodes, checkpoints, rollback, metrics."""
+and tester bases, episodes, reward shaping, checkpoints, rollback, metrics."""
 
 from .actor import ActorBase
 from .checkpoints import Checkpoint, CheckpointError, CheckpointFile, CheckpointManager
@@ -8,6 +8,7 @@ from .context import RuntimeContext
 from .env_lifecycle import ActorRuntimeState, EnvironmentState, EnvLifecycle
 from .episode_metrics import EpisodeMetrics, EpisodeRecord, EpisodeTotals
 from .metrics import ConsoleSink, MemorySink, MetricsSink, MultiSink, NullSink, TensorBoardSink
+from .reward_shaping import RewardShapingPipeline
 from .state_adapter import RestoreMetadata, StateAdapterBase
 from .thread_safe_model import ThreadSafeModel
 
@@ -31,6 +32,7 @@ __all__ = [
     "MultiSink",
     "NullSink",
     "RestoreMetadata",
+    "RewardShapingPipeline",
     "RuntimeContext",
     "StateAdapterBase",
     "TensorBoardSink",

@@ -1,7 +1,8 @@
 """What every experiment configuration shares: the common sections, YAML loading, errors.
 
 `ExperimentConfiguration` holds the settings both algorithms have (game, budget, seed,
-threads, envs and observation, tester, checkpoints, logging, rollback, restart pool),
+threads, envs and observation, tester, checkpoints, logging, rollback, restart pool,
+demonstrations, reward shaping),
 each defined once with one default. `DQNExperimentConfiguration` and
 `PPOExperimentConfiguration` add only their own sections.
 """
@@ -307,6 +308,59 @@ class DemoSettings(ConfigSection):
     )
 
 
+class ClipShaper(ConfigSection):
+    """Clip the reward into [min, max]."""
+
+    type: Literal["clip"] = Field(description="'clip'.")
+    min: float = Field(-1.0, description="Lowest reward.")
+    max: float = Field(1.0, description="Highest reward.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.min > self.max:
+            raise ValueError(f"clip: min {self.min} is above max {self.max}")
+        return self
+
+
+class ScaleShaper(ConfigSection):
+    """Multiply the reward by a factor."""
+
+    type: Literal["scale"] = Field(description="'scale'.")
+    factor: float = Field(1.0, description="The factor.")
+
+
+class SignShaper(ConfigSection):
+    """Replace the reward by its sign."""
+
+    type: Literal["sign"] = Field(description="'sign'.")
+
+
+class LifeLossShaper(ConfigSection):
+    """Subtract a penalty when a life is lost."""
+
+    type: Literal["life_loss"] = Field(description="'life_loss'.")
+    penalty: float = Field(1.0, description="Subtracted when the `lives` variable falls.")
+
+
+class CallableShaper(ConfigSection):
+    """A user function named by import path."""
+
+    type: Literal["callable"] = Field(description="'callable'.")
+    target: str = Field(
+        description="'module:function' taking (reward, info) and returning the new reward."
+    )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments passed to the function."
+    )
+
+
+ShaperConfig = Annotated[
+    ClipShaper | ScaleShaper | SignShaper | LifeLossShaper | CallableShaper,
+    Field(discriminator="type"),
+]
+"""One entry of `reward_shaping`, told apart by its `type`."""
+
+
 class ExperimentConfiguration(ConfigSection):
     """The settings every algorithm's run has; algorithms subclass it with their own sections."""
 
@@ -348,6 +402,11 @@ class ExperimentConfiguration(ConfigSection):
     demos: DemoSettings = Field(
         default_factory=DemoSettings, description="Demonstrations (trajectory files)."
     )
+    reward_shaping: list[ShaperConfig] = Field(
+        default_factory=list,
+        description="Reward shapers, applied in order to each step's reward before the "
+        "algorithm learns from it (clip, scale, sign, life_loss, callable).",
+    )
 
     def _check_shared(self) -> None:
         """Checks every algorithm's configuration passes (called by their validators)."""
@@ -372,11 +431,15 @@ class ExperimentConfiguration(ConfigSection):
 
     def code_references(self) -> list[str]:
         """The settings that would import and run Python code named in the configuration
-        (a Gymnasium id with a module, ``gym:package.module:Env-v0``; algorithms add theirs)."""
+        (a Gymnasium id with a module, ``gym:package.module:Env-v0``, and callable reward
+        shapers; algorithms add theirs)."""
         refs = []
         if self.game.startswith("gym:") and ":" in self.game[len("gym:") :]:
             module = self.game[len("gym:") :].split(":", 1)[0]
             refs.append(f"game {self.game!r} imports the module {module!r}")
+        for i, shaper in enumerate(self.reward_shaping):
+            if isinstance(shaper, CallableShaper):
+                refs.append(f"reward_shaping[{i}] calls {shaper.target!r}")
         return refs
 
     def check_code_allowed(self, allow_code: bool, source: str = "the configuration") -> None:

@@ -1,4 +1,6 @@
-"""RewardShapingPipeline: composable reward shapers applied by the actor before replay."""
+"""RewardShapingPipeline: composable reward shapers, applied by either algorithm's actor to
+each step's reward before it is learned from (DQN: before replay; PPO: before the rollout
+buffer). Built from a configuration's `reward_shaping` list."""
 
 from __future__ import annotations
 
@@ -9,8 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime.env_lifecycle import EnvironmentState
-from .config import (
+from .config_base import (
     CallableShaper,
     ClipShaper,
     LifeLossShaper,
@@ -18,6 +19,18 @@ from .config import (
     ShaperConfig,
     SignShaper,
 )
+from .env_lifecycle import EnvironmentState
+
+__all__ = [
+    "CallableReward",
+    "ClipReward",
+    "LifeLossPenalty",
+    "RewardShaper",
+    "RewardShapingPipeline",
+    "ScaleReward",
+    "SignReward",
+    "resolve_callable",
+]
 
 
 class RewardShaper(ABC):
