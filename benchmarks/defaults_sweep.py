@@ -38,10 +38,28 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     # Rewards clipped to [-1, 1], as DQN on Atari does: a game YAML's reward scale (a life
     # worth 5 or 10 pickups) then no longer decides what the agent learns first.
     "dqn/auto-clip": {"algo": "dqn", "env": AUTO, "reward_shaping": [{"type": "clip"}]},
+    # Data-efficient DQN, as the Atari-100k methods set it (DER, DrQ-epsilon): rewards
+    # credited 10 steps back at once, and epsilon down within a sixth of the budget, so
+    # that most of a short run's experience comes from the agent's own policy.
+    "dqn/auto-n10-fast-eps": {
+        "algo": "dqn",
+        "env": AUTO,
+        "replay": {"n_step": 10},
+        "exploration": {"decay_steps": 10_000, "epsilon_end": 0.01},
+    },
+    # ...and one update every env step instead of every fourth.
+    "dqn/auto-n10-fast-eps-rr1": {
+        "algo": "dqn",
+        "env": AUTO,
+        "replay": {"n_step": 10},
+        "exploration": {"decay_steps": 10_000, "epsilon_end": 0.01},
+        "learner": {"replay_ratio": 1.0, "target": {"period": 1000}},
+    },
     "ppo/auto-lr1e-3-clip": {
         "algo": "ppo",
         "env": AUTO,
-        "ppo": {"learning_rate": 1e-3, "rollout_steps": 64, "epochs": 8, "reward_clip": 1.0},
+        "ppo": {"learning_rate": 1e-3, "rollout_steps": 64, "epochs": 8},
+        "reward_shaping": [{"type": "clip"}],
     },
 }
 
