@@ -77,3 +77,23 @@ def test_start_procedure_timeout_is_reported(write_game: WriteGame) -> None:
     result = run_cli("inspect", str(path))
     assert result.returncode == 2
     assert "run_until 'never'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_inspect_prints_the_return_by_source_and_what_outweighs_the_rest(
+    tmp_path: Path,
+) -> None:
+    # Random play on maze_gems (seed 0): one gem (+1.0), three lives lost (3 x -5.0).
+    result = run_cli("inspect", "maze_gems", "--out", str(tmp_path), "--steps", "1000")
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "return by source: score +1.0, lives -15.0" in text
+    assert (
+        "losing lives (-15.0) outweighs everything the reward gives (+1.0) 15 to 1 under "
+        "random play: an agent may learn to avoid losing lives before it learns to score"
+    ) in text
+
+    # On catch, the same random play scores nearly as much as it loses: no warning.
+    result = run_cli("inspect", "catch", "--out", str(tmp_path), "--steps", "1000")
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "return by source: score +4.0, lives -5.0" in text and "outweighs" not in text

@@ -16,6 +16,8 @@ from ..envs.oakemu_env import OakEmuEnv
 from ..envs.observation import ObservationConfig
 from ..envs.observation_choice import choose_observation
 from ..games.loader import load_game
+from ..games.schema import GameSpec
+from ..games.session import reward_term_names
 from .arguments import non_negative_int
 from .errors import UsageError
 
@@ -76,10 +78,13 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"start procedure done in {env.machine.frame_count} frames")
     rng = np.random.default_rng(args.seed)
     events: dict[str, int] = {}
+    by_source: dict[str, float] = {}
     total = 0.0
     for _ in range(args.steps):
         obs, reward, terminated, truncated, info = env.step(int(rng.integers(env.num_actions)))
         total += reward
+        for name, value in info["reward_terms"].items():
+            by_source[name] = by_source.get(name, 0.0) + value
         for name in info["events"]:
             events[name] = events.get(name, 0) + 1
         if terminated or truncated:
@@ -87,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
             break
     if args.steps:
         console.print(f"{args.steps} random steps: return {total:g}, events {events or 'none'}")
+        for line in reward_breakdown(spec, by_source):
+            console.print(line, highlight=False)
 
     table = Table(title="Data variables")
     for column in ("name", "address", "type", "raw bytes", "value"):
@@ -122,3 +129,50 @@ def run(args: argparse.Namespace) -> int:
                   f"({config.height}x{config.width} observation)")  # fmt: skip
     env.close()
     return 0
+
+
+# A negative term at least this many times all positive terms together gets a warning.
+OUTWEIGHS_RATIO = 5.0
+
+
+def reward_breakdown(spec: GameSpec, by_source: dict[str, float]) -> list[str]:
+    """The lines that show a return by source (term name: total), in the YAML's order,
+    and a warning for each negative term that outweighs all the positive ones 5 to 1."""
+    names = reward_term_names(spec)
+    order = [term for term in names.values() if term in by_source]
+    order += [term for term in by_source if term not in order]
+    parts = [f"{term} {_signed(by_source[term])}" for term in order]
+    lines = [f"return by source: {', '.join(parts) or 'none'}"]
+    gained = sum(value for value in by_source.values() if value > 0)
+    sources = {term: key for key, term in names.items()}
+    for term in order:
+        lost = by_source[term]
+        if lost >= 0 or -lost < OUTWEIGHS_RATIO * gained:
+            continue
+        what = _describe(sources.get(term, term))
+        if gained > 0:
+            weight = f"outweighs everything the reward gives ({_signed(gained)}) "
+            weight += f"{int(-lost / gained)} to 1"
+        else:
+            weight = "is not offset by anything the reward gives (nothing positive)"
+        lines.append(
+            f"{what} ({_signed(lost)}) {weight} under random play: an agent may learn "
+            f"to avoid {what} before it learns to score"
+        )
+    return lines
+
+
+def _describe(source: str) -> str:
+    """A reward source (`variables.NAME`, `time`, `events.NAME`) in words."""
+    kind, _, name = source.partition(".")
+    if kind == "variables":
+        return f"losing {name}"
+    if kind == "events":
+        return f"the {name} event"
+    return "the time penalty" if kind == "time" else source
+
+
+def _signed(value: float) -> str:
+    """`value` with its sign and at least one decimal: +1.3, -15.0."""
+    text = f"{value:+.4g}"
+    return text if "." in text or "e" in text else text + ".0"

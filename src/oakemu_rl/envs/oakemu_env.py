@@ -28,7 +28,9 @@ class OakEmuEnv(gym.Env[Observation, np.int64]):
     episode's start; `reset(state=...)` (or `options={"state": ...}`)
     starts from a machine state saved with `save_state`. `step(action)` holds the
     action's keys for `frame_skip` frames; info carries `score`, `lives`, the
-    step's `events` and the `outcome` (`win`, `loss`, `truncated` or None).
+    step's `events`, the `outcome` (`win`, `loss`, `truncated` or None) and
+    `reward_terms`: the step's reward by source (`GameStep.reward_terms`; empty after
+    a reset).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}  # noqa: RUF012 (gymnasium API)
@@ -90,7 +92,7 @@ class OakEmuEnv(gym.Env[Observation, np.int64]):
         obs = self.pipeline.reset(self.session.machine)
         # The seed `start.randomize` drew from: replaying the episode's actions after
         # `session.reset(episode_seed)` rebuilds it (None when started from a state).
-        return obs, {**self._info((), None), "episode_seed": episode_seed}
+        return obs, {**self._info((), None, {}), "episode_seed": episode_seed}
 
     def step(self, action: np.int64 | int) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if self._needs_reset:
@@ -109,16 +111,19 @@ class OakEmuEnv(gym.Env[Observation, np.int64]):
             float(result.reward),
             terminated,
             truncated,
-            self._info(result.events, result.outcome),
+            self._info(result.events, result.outcome, result.reward_terms),
         )
 
-    def _info(self, events: tuple[str, ...], outcome: str | None) -> dict[str, Any]:
+    def _info(
+        self, events: tuple[str, ...], outcome: str | None, reward_terms: dict[str, float]
+    ) -> dict[str, Any]:
         values = self.session.values
         return {
             "score": values.get("score", 0),
             "lives": values.get("lives"),
             "events": events,
             "outcome": outcome,
+            "reward_terms": reward_terms,
             "values": values,
             "episode_return": self._episode_return,
             "episode_steps": self.session.steps,

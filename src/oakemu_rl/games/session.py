@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -12,7 +12,7 @@ import numpy as np
 from ..emulator.machine import ZXSpectrum
 from .errors import StartProcedureError
 from .loader import GameDefinition
-from .schema import Condition, PressStep, RandomizeStep, RunUntilStep, WaitStep
+from .schema import Condition, GameSpec, PressStep, RandomizeStep, RunUntilStep, WaitStep
 from .variables import DECODERS, encode_value, value_range
 
 Outcome = Literal["win", "loss", "truncated"]
@@ -31,14 +31,43 @@ _OPS: dict[str, Callable[[int, int], bool]] = {
 }
 
 
+TIME_TERM = "time"
+"""The name of the per-step `reward.time` term (`time:step` if a reward variable is `time`)."""
+
+EVENT_PREFIX = "event:"
+"""Prefixed to an event's term when a reward variable (or `time`) has the same name."""
+
+
 @dataclass(frozen=True)
 class GameStep:
-    """What one agent step did to the game."""
+    """What one agent step did to the game.
+
+    `reward_terms` splits `reward` by source (see `reward_term_names`); only non-zero
+    terms are present, and adding them up in order gives `reward` exactly.
+    """
 
     reward: float
     events: tuple[str, ...]
     outcome: Outcome | None
     values: dict[str, int]
+    reward_terms: dict[str, float] = field(default_factory=dict)
+
+
+def reward_term_names(spec: GameSpec) -> dict[str, str]:
+    """The name of each reward term of a game, keyed by where it comes from in the YAML.
+
+    Keys are ``variables.<name>``, ``time`` and ``events.<name>``; values are the term
+    names: a variable's name, ``time``, an event's name. An event named like a reward
+    variable or ``time`` becomes ``event:<name>``; the time term of a game with a reward
+    variable named ``time`` becomes ``time:step``.
+    """
+    reward = spec.reward
+    names = {f"variables.{name}": name for name in reward.variables}
+    names["time"] = "time:step" if TIME_TERM in reward.variables else TIME_TERM
+    taken = set(names.values())
+    for name in reward.events:
+        names[f"events.{name}"] = EVENT_PREFIX + name if name in taken else name
+    return names
 
 
 class GameSession:
@@ -57,6 +86,17 @@ class GameSession:
         self._actions = [frozenset(keys) for keys in spec.actions]
         self._values: dict[str, int] = {}
         self.steps = 0
+        # The reward rules with their term names, resolved once (no strings per step).
+        reward = spec.reward
+        names = reward_term_names(spec)
+        self._time_term = (names["time"], reward.time)
+        self._variable_terms = [
+            (name, names[f"variables.{name}"], rule.reward, rule.penalty)
+            for name, rule in reward.variables.items()
+        ]
+        self._event_terms = {
+            name: (names[f"events.{name}"], value) for name, value in reward.events.items() if value
+        }
 
     # -- variables --------------------------------------------------------------
 
@@ -125,15 +165,26 @@ class GameSession:
         self._values = values
         self.steps += 1
 
-        reward = spec.reward.time
-        for name, rule in spec.reward.variables.items():
+        # Terms in a fixed order (time, variables, events); the reward is their sum in
+        # that order, so adding up `reward_terms` gives it bit for bit.
+        terms: dict[str, float] = {}
+        time_name, time_reward = self._time_term
+        if time_reward:
+            terms[time_name] = time_reward
+        for name, term, gain, penalty in self._variable_terms:
             delta = values[name] - previous[name]
-            if delta > 0:
-                reward += delta * rule.reward
-            elif delta < 0:
-                reward += delta * rule.penalty
+            if delta:
+                value = delta * (gain if delta > 0 else penalty)
+                if value:
+                    terms[term] = value
+        event_terms = self._event_terms
         for name in events:
-            reward += spec.reward.events.get(name, 0.0)
+            found = event_terms.get(name)
+            if found is not None:
+                terms[found[0]] = found[1]
+        reward = 0.0
+        for value in terms.values():
+            reward += value
 
         outcome: Outcome | None = None
         if self._any(spec.episode.win, values, previous, events):
@@ -142,7 +193,7 @@ class GameSession:
             outcome = "loss"
         elif self.steps >= spec.max_episode_steps:
             outcome = "truncated"
-        return GameStep(reward, events, outcome, values)
+        return GameStep(reward, events, outcome, values, terms)
 
     @staticmethod
     def _any(

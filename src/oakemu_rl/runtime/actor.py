@@ -288,6 +288,7 @@ class ActorBase(ABC, Generic[C, E]):
             outcome=outcome,
             step=self._steps,
             shaped_return=state.shaped_return,
+            reward_terms=state.reward_terms,
         )
         start_lives = state.extra.get("start_lives")
         lives_lost = (

@@ -51,6 +51,8 @@ class EnvironmentState:
     start_point: str = "initial"
     """Where the episode began: initial, restart (a restart-pool state) or backplay."""
     episode_seed: int | None = None
+    reward_terms: dict[str, float] = field(default_factory=dict)
+    """The episode's game reward so far by source (from each step's `info["reward_terms"]`)."""
     random_control: bool = False
     """True while a trajectory replay hands this env to random actions."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -62,6 +64,7 @@ class EnvironmentState:
         self.episode_start = True
         self.episode_return = 0.0
         self.shaped_return = 0.0
+        self.reward_terms = {}
         self.episode_length = 0
         self.last_action = None
         self.last_action_greedy = False
@@ -150,6 +153,11 @@ class EnvLifecycle:
         state.shaped_return += float(shaped_reward)
         state.episode_length += 1
         state.episode_start = False
+        terms = result.info.get("reward_terms")
+        if terms:
+            sums = state.reward_terms
+            for name, value in terms.items():
+                sums[name] = sums.get(name, 0.0) + value
         state.last_lives = _lives(result.info)
         state.last_score = float(result.info.get("score") or 0.0)
 

@@ -43,13 +43,24 @@ class EpisodeRecord:
         return self.outcome == "win"
 
 
+REWARD_TERM_PREFIX = "episode/reward/"
+"""The scalar of an episode's game reward from one source: `episode/reward/<term>`."""
+
+
 class EpisodeMetrics:
-    """Counts wins, losses and truncations and keeps a window of recent episodes."""
+    """Counts wins, losses and truncations and keeps a window of recent episodes.
+
+    An episode's game reward by source (`reward_terms`) is logged as one
+    `episode/reward/<term>` scalar per term: from the first episode in which the term
+    is non-zero on, and then for every episode (0.0 when it has none of that term).
+    """
 
     def __init__(self, window: int = 100) -> None:
         self.window = window
         self.totals = EpisodeTotals()
         self.recent: deque[EpisodeRecord] = deque(maxlen=window)
+        self.reward_terms: dict[str, str] = {}
+        """Every reward term seen so far, with its scalar's name."""
         self._lock = threading.Lock()
 
     def record(
@@ -61,8 +72,12 @@ class EpisodeMetrics:
         outcome: str | None,
         step: int,
         shaped_return: float | None = None,
+        reward_terms: dict[str, float] | None = None,
     ) -> dict[str, float]:
-        """Count one finished episode; returns the scalars to log for it."""
+        """Count one finished episode; returns the scalars to log for it.
+
+        `reward_terms` is the episode's game reward by source (term name: sum).
+        """
         record = EpisodeRecord(
             float(episode_return),
             int(length),
@@ -81,7 +96,7 @@ class EpisodeMetrics:
             elif outcome == "truncated":
                 t.total_truncated += 1
             self.recent.append(record)
-            return {
+            scalars = {
                 "episode/return": record.episode_return,
                 "episode/shaped_return": record.shaped_return,
                 "episode/length": float(record.length),
@@ -94,6 +109,14 @@ class EpisodeMetrics:
                 "episode/truncated": float(t.total_truncated),
                 "episode/win_rate": self._win_rate(),
             }
+            known = self.reward_terms
+            if reward_terms:
+                for name in reward_terms:
+                    if name not in known:
+                        known[name] = REWARD_TERM_PREFIX + name
+            for name, scalar in known.items():
+                scalars[scalar] = float(reward_terms.get(name, 0.0)) if reward_terms else 0.0
+            return scalars
 
     def _mean(self, attribute: str) -> float:
         if not self.recent:
@@ -130,6 +153,7 @@ class EpisodeMetrics:
                 "window": self.window,
                 "totals": self.totals.to_dict(),
                 "recent": [asdict(r) for r in self.recent],
+                "reward_terms": list(self.reward_terms),
             }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -138,6 +162,9 @@ class EpisodeMetrics:
             self.recent = deque(
                 (EpisodeRecord(**r) for r in state.get("recent", [])), maxlen=self.window
             )
+            # Absent from checkpoints written before reward terms were logged.
+            names = state.get("reward_terms") or []
+            self.reward_terms = {str(n): REWARD_TERM_PREFIX + str(n) for n in names}
 
     def restore_totals(self, totals: EpisodeTotals) -> None:
         with self._lock:
