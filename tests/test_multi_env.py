@@ -7,6 +7,7 @@ import functools
 import hashlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -462,6 +463,61 @@ def test_restart_workers_reports_lost_episodes_as_truncated(auto_reset: bool) ->
         later = {r.env_id: r for r in drain(envs)}
         assert list(later[3].observation[:3]) == [3, 1, 2] and not later[3].done
     assert not alive(old)
+
+
+def test_a_replacement_that_cannot_start_is_tried_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Starting a replacement worker can fail outright: a signal to the whole process group
+    # (a user's Ctrl-C or SIGTERM) also ends multiprocessing's fork server, which then
+    # dies before it answers (EOFError); or the process is out of file descriptors
+    # (OSError). The pool must wait and try again, within its restart budget, not fail the
+    # run. Here every file descriptor the process may have is taken while the worker dies.
+    caplog.set_level("WARNING", logger="oakemu_rl.envs.multi_env")
+    with OakEmuMultiEnv(
+        env_factory=toy,
+        num_envs=2,
+        num_workers=2,
+        restart_workers=True,
+        restart_backoff=0.2,
+    ) as envs:
+        envs.reset_all()
+        drain(envs)
+        old = envs.worker_pids[1]
+        envs.submit(0, 1)
+        drain(envs)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1, hard))
+        fillers = []  # every free descriptor number below the limit, taken
+        with contextlib.suppress(OSError):
+            while True:
+                fillers.append(os.open(os.devnull, os.O_RDONLY))
+        try:
+            os.kill(old, signal.SIGKILL)
+            envs.submit(1, 1)
+            deadline = time.monotonic() + 10
+            lost: list[StepResult] = []
+            while not lost and time.monotonic() < deadline:
+                lost = envs.poll(timeout=0.05)
+        finally:
+            for fd in fillers:
+                os.close(fd)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert lost and lost[0].env_id == 1 and lost[0].info["worker_lost"]
+        failed = [
+            r.getMessage() for r in caplog.records if "could not be started" in r.getMessage()
+        ]
+        assert (
+            failed and "Too many open files" in failed[0] and "restarting it in 0.2 s" in failed[0]
+        )
+        envs.submit_reset(1)  # waits for the replacement, which starts after its backoff
+        (reset,) = drain(envs)
+        assert reset.env_id == 1 and envs.worker_restarts >= 2  # the death, a failed start
+        assert envs.worker_pids[1] != old and alive(envs.worker_pids[1])
+        envs.submit(1, 2)
+        envs.submit(0, 2)
+        assert {r.env_id for r in drain(envs)} == {0, 1}  # both workers answer again
 
 
 class BrokenResetEnv(ToyEnv):

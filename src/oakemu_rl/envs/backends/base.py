@@ -507,7 +507,7 @@ class WorkerPool(EnvPool):
             if not self._running(w):
                 if w.start_at <= now:
                     self._launch(w)
-                else:
+                if not self._running(w):  # waiting, or its start failed and waits again
                     next_due = min(next_due, w.start_at)
             elif timeout is not None and w.load:
                 due = max(w.busy_since, w.last_heard) + timeout
@@ -522,9 +522,49 @@ class WorkerPool(EnvPool):
 
     def _launch(self, w: Any) -> None:
         """Start a replacement worker and send it the commands that waited for it."""
-        self._start(w)
+        try:
+            self._start(w)
+        except (OSError, EOFError) as error:
+            # The process could not be started at all: e.g. a signal to the whole process
+            # group (a user's Ctrl-C or SIGTERM) also ended multiprocessing's fork server.
+            # Try again later, within the same restart budget as a worker that died.
+            self._start_failed(w, error)
+            return
         self._next_timer_check = 0.0
         self._flush_worker(w)
+
+    def _start_failed(self, w: Any, error: BaseException) -> None:
+        """Worker `w`'s replacement could not be started: count it as a restart and try
+        again after the backoff, or fail the pool once over `max_restarts_per_minute`."""
+        message = f"worker {w.index} could not be started: {error!r}"
+        self._spend_restart(w, message, None, None)
+        w.streak += 1  # a failed start is one more failure in a row: the same backoff
+        delay = min(self.settings.restart_backoff * 2 ** max(w.streak - 2, 0), MAX_BACKOFF_S)
+        w.start_at = time.monotonic() + delay
+        self._log_restart(message, None, delay)
+
+    def _spend_restart(self, w: Any, message: str, tb: str | None, exitcode: int | None) -> None:
+        """Count a restart of worker `w` against `max_restarts_per_minute`; over it, the
+        pool fails with `message` and the limit."""
+        settings = self.settings
+        now = time.monotonic()
+        times = self._restart_times
+        while times and times[0] <= now - 60.0:
+            times.popleft()
+        if len(times) >= settings.max_restarts_per_minute:
+            first, newline, rest = message.partition("\n")
+            self.failure = MultiEnvError(
+                f"{first} (no more restarts: {len(times)} restarts in the last minute, the "
+                f"limit is max_restarts_per_minute={settings.max_restarts_per_minute})"
+                f"{newline}{rest}",
+                w.env_ids,
+                w.index,
+                tb,
+                exitcode,
+            )
+            raise self.failure
+        times.append(now)
+        self.restarts += 1
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -554,24 +594,8 @@ class WorkerPool(EnvPool):
         if startup or not settings.restart_workers:
             self.failure = error
             raise error
+        self._spend_restart(w, message, tb, exitcode)
         now = time.monotonic()
-        times = self._restart_times
-        while times and times[0] <= now - 60.0:
-            times.popleft()
-        if len(times) >= settings.max_restarts_per_minute:
-            first, newline, rest = message.partition("\n")
-            self.failure = MultiEnvError(
-                f"{first} (no more restarts: {len(times)} restarts in the last minute, the "
-                f"limit is max_restarts_per_minute={settings.max_restarts_per_minute})"
-                f"{newline}{rest}",
-                w.env_ids,
-                w.index,
-                tb,
-                exitcode,
-            )
-            raise self.failure
-        times.append(now)
-        self.restarts += 1
         streak = w.streak + 1
         delay = (
             0.0 if streak == 1 else min(settings.restart_backoff * 2 ** (streak - 2), MAX_BACKOFF_S)

@@ -145,7 +145,12 @@ class ProcessPool(WorkerPool):
             ),
             daemon=True,
         )
-        process.start()
+        try:
+            process.start()
+        except BaseException:
+            parent_conn.close()
+            child_conn.close()
+            raise
         child_conn.close()
         w.process, w.conn, w.pid = process, parent_conn, process.pid
         w.last_heard = time.monotonic()
