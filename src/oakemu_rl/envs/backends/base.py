@@ -539,9 +539,16 @@ class WorkerPool(EnvPool):
         message = f"worker {w.index} could not be started: {error!r}"
         self._spend_restart(w, message, None, None)
         w.streak += 1  # a failed start is one more failure in a row: the same backoff
-        delay = min(self.settings.restart_backoff * 2 ** max(w.streak - 2, 0), MAX_BACKOFF_S)
+        delay = self._backoff(w.streak)
         w.start_at = time.monotonic() + delay
         self._log_restart(message, None, delay)
+
+    def _backoff(self, streak: int) -> float:
+        """Seconds before a restart after `streak` failures in a row: none after the
+        first, then `restart_backoff` doubling each time, at most MAX_BACKOFF_S."""
+        if streak <= 1:
+            return 0.0
+        return min(self.settings.restart_backoff * 2.0 ** (streak - 2), MAX_BACKOFF_S)
 
     def _spend_restart(self, w: Any, message: str, tb: str | None, exitcode: int | None) -> None:
         """Count a restart of worker `w` against `max_restarts_per_minute`; over it, the
@@ -597,9 +604,7 @@ class WorkerPool(EnvPool):
         self._spend_restart(w, message, tb, exitcode)
         now = time.monotonic()
         streak = w.streak + 1
-        delay = (
-            0.0 if streak == 1 else min(settings.restart_backoff * 2 ** (streak - 2), MAX_BACKOFF_S)
-        )
+        delay = self._backoff(streak)
         self._log_restart(message, tb, delay)
         self._restart(w, message.split("\n", 1)[0], streak, now + delay)
 
