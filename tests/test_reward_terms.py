@@ -147,7 +147,7 @@ def test_episode_metrics_log_each_term_once_seen_and_load_old_state() -> None:
     state.pop("reward_terms")  # a checkpoint written before reward terms
     old = EpisodeMetrics()
     old.load_state_dict(state)
-    assert old.reward_terms == {} and old.totals.total_episodes == 2
+    assert old.reward_terms == [] and old.totals.total_episodes == 2
 
 
 def test_training_logs_each_episodes_reward_by_source(tmp_path: Path) -> None:

@@ -59,8 +59,8 @@ class EpisodeMetrics:
         self.window = window
         self.totals = EpisodeTotals()
         self.recent: deque[EpisodeRecord] = deque(maxlen=window)
-        self.reward_terms: dict[str, str] = {}
-        """Every reward term seen so far, with its scalar's name."""
+        self.reward_terms: list[str] = []
+        """Every reward term seen so far, in the order first seen."""
         self._lock = threading.Lock()
 
     def record(
@@ -109,13 +109,11 @@ class EpisodeMetrics:
                 "episode/truncated": float(t.total_truncated),
                 "episode/win_rate": self._win_rate(),
             }
+            terms = reward_terms or {}
             known = self.reward_terms
-            if reward_terms:
-                for name in reward_terms:
-                    if name not in known:
-                        known[name] = REWARD_TERM_PREFIX + name
-            for name, scalar in known.items():
-                scalars[scalar] = float(reward_terms.get(name, 0.0)) if reward_terms else 0.0
+            known.extend(name for name in terms if name not in known)
+            for name in known:
+                scalars[REWARD_TERM_PREFIX + name] = float(terms.get(name, 0.0))
             return scalars
 
     def _mean(self, attribute: str) -> float:
@@ -164,7 +162,7 @@ class EpisodeMetrics:
             )
             # Absent from checkpoints written before reward terms were logged.
             names = state.get("reward_terms") or []
-            self.reward_terms = {str(n): REWARD_TERM_PREFIX + str(n) for n in names}
+            self.reward_terms = [str(name) for name in names]
 
     def restore_totals(self, totals: EpisodeTotals) -> None:
         with self._lock:
