@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ..runtime.context import RuntimeContext
+from ..runtime.learner_thread import LearnerThread
 from ..runtime.rollback import TrainingMonitor
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .action_masker import ActionMasker
@@ -27,7 +28,7 @@ from .replay_ratio_gate import ReplayRatioGate
 from .td_loss import td_loss
 
 
-class Learner:
+class Learner(LearnerThread):
     """Trains the learner model from the replay buffer on its own thread.
 
     Consumes batches of n-step transitions (prepared one ahead by the `BatchPrefetcher`)
@@ -63,6 +64,7 @@ class Learner:
         monitor: TrainingMonitor | None = None,
         demonstrations: ReplayBuffer | None = None,
     ) -> None:
+        super().__init__()
         self.context = context
         self.config = context.config.learner
         self.learner_model = learner_model
@@ -78,7 +80,6 @@ class Learner:
         self.updates = 0
         self.lr_scale = 1.0
         self._base_lrs = [float(group["lr"]) for group in optimizer.param_groups]
-        self._thread: threading.Thread | None = None
         self._hold = threading.Lock()
         self.dqfd = context.config.dqfd
         demo_rows = 0
@@ -201,26 +202,12 @@ class Learner:
 
     # -- thread ---------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start the learner thread and its batch prefetch thread; from now on the actor
-        is held to the replay ratio."""
-        if self._thread is None:
-            self.gate.hold_actor(True)
-            if self.config.prefetch:
-                self.prefetcher.start()
-            self._thread = threading.Thread(target=self._run, name="learner", daemon=True)
-            self._thread.start()
-
-    def join(self, timeout: float | None = None) -> None:
-        """Wait for the learner thread to end (after a stop)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if not self._thread.is_alive():
-                self._thread = None
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+    def _before_start(self) -> None:
+        """Before the learner thread starts: hold the actor to the replay ratio from now
+        on, and start the batch prefetch thread."""
+        self.gate.hold_actor(True)
+        if self.config.prefetch:
+            self.prefetcher.start()
 
     def catch_up(self, env_steps: int) -> None:
         """Make every update due at `env_steps` before returning (while the learner runs

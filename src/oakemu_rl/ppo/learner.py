@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..runtime.context import RuntimeContext
+from ..runtime.learner_thread import LearnerThread
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .bc import BCSampler, bc_coefficient
 from .config import PPOExperimentConfiguration
@@ -56,7 +57,7 @@ class NonFiniteLossError(FloatingPointError):
     """A loss was NaN or infinite and no rollback could handle it."""
 
 
-class PPOLearner:
+class PPOLearner(LearnerThread):
     """Trains the learner model on each rollout the actor hands over.
 
     Args:
@@ -88,6 +89,7 @@ class PPOLearner:
         on_rollout: RolloutHook | None = None,
         bc_sampler: BCSampler | None = None,
     ) -> None:
+        super().__init__()
         self.context = context
         self.config = context.config
         self.settings = context.config.ppo
@@ -106,7 +108,6 @@ class PPOLearner:
         self.rollouts = 0
         self.lr_scale = 1.0
         self.last_metrics: dict[str, float] = {}
-        self._thread: threading.Thread | None = None
         self._hold = threading.RLock()
         self._rate_mark = (time.monotonic(), 0)
 
@@ -291,23 +292,6 @@ class PPOLearner:
         )
 
     # -- thread ---------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start the learner thread."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="learner", daemon=True)
-            self._thread.start()
-
-    def join(self, timeout: float | None = None) -> None:
-        """Wait for the learner thread to end (after a stop)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if not self._thread.is_alive():
-                self._thread = None
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
         handshake = self.handshake

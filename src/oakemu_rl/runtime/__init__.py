@@ -1,5 +1,5 @@
 """Runtime core shared by DQN and PPO: configuration base, context, model sharing, the actor
-and tester bases, episodes, reward shaping, checkpoints, rollback, metrics."""
+and tester bases, the learner thread, episodes, reward shaping, checkpoints, rollback, metrics."""
 
 from .actor import ActorBase
 from .checkpoints import Checkpoint, CheckpointError, CheckpointFile, CheckpointManager
@@ -7,6 +7,7 @@ from .config_base import ConfigError, ExperimentConfiguration
 from .context import RuntimeContext
 from .env_lifecycle import ActorRuntimeState, EnvironmentState, EnvLifecycle
 from .episode_metrics import EpisodeMetrics, EpisodeRecord, EpisodeTotals
+from .learner_thread import LearnerThread
 from .metrics import ConsoleSink, MemorySink, MetricsSink, MultiSink, NullSink, TensorBoardSink
 from .reward_shaping import RewardShapingPipeline
 from .state_adapter import RestoreMetadata, StateAdapterBase
@@ -27,6 +28,7 @@ __all__ = [
     "EpisodeRecord",
     "EpisodeTotals",
     "ExperimentConfiguration",
+    "LearnerThread",
     "MemorySink",
     "MetricsSink",
     "MultiSink",
