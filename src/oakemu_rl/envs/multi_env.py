@@ -66,7 +66,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -81,14 +81,21 @@ from .worker import EnvFactory, WorkerPriority, is_worker_priority
 
 __all__ = ["MultiEnvError", "OakEmuMultiEnv", "StepResult", "default_num_workers"]
 
+EnvWrapper = Callable[[Any], Any]
+"""A picklable callable that wraps each env a game builds, where the env runs (a search
+teacher that labels its states, say)."""
+
 Backend = Literal["process", "inline", "ray"]
 BACKENDS: tuple[Backend, ...] = ("process", "inline", "ray")
 
 
-def _make_game_env(game: str | Path, observation_config: Any, env_id: int) -> Any:
+def _make_game_env(
+    game: str | Path, observation_config: Any, env_wrapper: EnvWrapper | None, env_id: int
+) -> Any:
     from .factory import make_env
 
-    return make_env(game, observation_config)
+    env = make_env(game, observation_config)
+    return env if env_wrapper is None else env_wrapper(env)
 
 
 def _make_pool(backend: Backend, settings: PoolSettings, resources: Resources) -> EnvPool:
@@ -121,7 +128,8 @@ class OakEmuMultiEnv:
 
     Other options: `auto_reset` (an ended episode restarts at once; the step's
     result carries ``info["final_observation"]`` and ``info["final_info"]``),
-    `observation_config` (for `game`), `copy_observations` (poll returns private
+    `observation_config` and `env_wrapper` (for `game`: a picklable callable applied to
+    each env where it runs, on every backend), `copy_observations` (poll returns private
     copies), `start_method` (``forkserver`` by default), `batch_latency` (how long
     a worker process may hold results of fast envs to send them together),
     `shared_memory` (``memfd`` or ``posix``; the default is memfd where there is one),
@@ -155,6 +163,7 @@ class OakEmuMultiEnv:
         shared_memory: SlotKind | None = None,
         worker_nice: WorkerPriority = 0,
         ray_address: str | None = None,
+        env_wrapper: EnvWrapper | None = None,
     ) -> None:
         if (game is None) == (env_factory is None):
             raise ValueError("give exactly one of game= and env_factory=")
@@ -177,7 +186,9 @@ class OakEmuMultiEnv:
             raise ValueError(f"worker_timeout must be above 0 (or None), not {worker_timeout}")
         if env_factory is None:
             assert game is not None
-            env_factory = functools.partial(_make_game_env, game, observation_config)
+            env_factory = functools.partial(_make_game_env, game, observation_config, env_wrapper)
+        elif env_wrapper is not None:
+            raise ValueError("env_wrapper is for game=; wrap the envs in env_factory instead")
         self.num_envs = num_envs
         self.backend: Backend = backend
         self.seed = seed
@@ -221,6 +232,7 @@ class OakEmuMultiEnv:
             shared_memory=shared_memory,
             game=game,
             observation_config=observation_config,
+            env_wrapper=env_wrapper,
             ray_address=ray_address,
         )
         resources = Resources()

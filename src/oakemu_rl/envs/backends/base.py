@@ -106,6 +106,7 @@ class PoolSettings:
     shared_memory: SlotKind | None = None
     game: str | Path | None = None
     observation_config: Any = None
+    env_wrapper: Any = None
     ray_address: str | None = None
 
     @property

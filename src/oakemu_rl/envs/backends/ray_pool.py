@@ -76,11 +76,19 @@ class ShippedGame:
     a node writes them under the temporary folder, in a folder named by their hash.
     """
 
-    def __init__(self, files: Any, digest: str, yaml_name: str, observation_config: Any):
+    def __init__(
+        self,
+        files: Any,
+        digest: str,
+        yaml_name: str,
+        observation_config: Any,
+        env_wrapper: Any = None,
+    ):
         self.files = files
         self.digest = digest
         self.yaml_name = yaml_name
         self.observation_config = observation_config
+        self.env_wrapper = env_wrapper
 
     def path(self) -> Path:
         root = Path(tempfile.gettempdir()) / "oakemu-ray-games" / self.digest
@@ -99,7 +107,8 @@ class ShippedGame:
     def __call__(self, env_id: int) -> Any:
         from ..factory import make_env
 
-        return make_env(self.path(), self.observation_config)
+        env = make_env(self.path(), self.observation_config)
+        return env if self.env_wrapper is None else self.env_wrapper(env)
 
 
 def game_files(game: str | Path) -> tuple[dict[str, bytes], str] | None:
@@ -135,7 +144,11 @@ def _ship_factory(settings: PoolSettings) -> EnvFactory:
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
     return ShippedGame(
-        ray.put(files), digest.hexdigest()[:16], yaml_name, settings.observation_config
+        ray.put(files),
+        digest.hexdigest()[:16],
+        yaml_name,
+        settings.observation_config,
+        settings.env_wrapper,
     )
 
 

@@ -1,0 +1,338 @@
+"""The search teacher: labels one machine state with a value and a soft target per action.
+
+The emulator is deterministic and saves and restores its whole state in microseconds, so
+the value of an action can be found by trying it. From a saved state the teacher holds
+each action for `hold` steps, then looks `horizon` steps further with a small beam search
+(`width` states kept per step, every action tried from each, states with identical memory
+merged), as `SearchDemonstrator` does for whole episodes. An action's outcome is the best
+the search reaches after it: fewest lives lost, then a win, then the most reward.
+
+Its target is a soft distribution over actions: the actions that lose the fewest lives
+share all the mass, each weighted by ``exp((return - best) / temperature)``; an action
+that loses a life where a safe one exists gets none.
+
+Nothing here knows a game: the YAML's reward, win and loss conditions and its `lives`
+variable are all it uses. It runs beside an env's emulator (`OakEmuEnv(teacher=...)`),
+in the env worker, on a session of its own, so the env's episode is never disturbed and
+no machine state crosses a pipe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..games.loader import GameDefinition
+from ..games.session import GameSession
+
+__all__ = [
+    "LabelWithTeacher",
+    "SearchTeacher",
+    "TeacherLabel",
+    "TeacherLabels",
+    "TeacherSettings",
+    "soft_target",
+]
+
+WIN_BONUS = 1e6
+"""Added to a path's rank key when it wins: a win outranks any return."""
+
+
+@dataclass(frozen=True)
+class TeacherSettings:
+    """How far and how wide the teacher looks from each state.
+
+    Args:
+        horizon: steps searched after each action's first `hold` steps.
+        width: states the search keeps after each of those steps, per action.
+        hold: steps each labelled action is held before the search goes on.
+        temperature: how sharply the target prefers the safe action with the most
+            reward (in reward units; small: nearly the argmax).
+    """
+
+    horizon: int = 6
+    width: int = 2
+    hold: int = 1
+    temperature: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("width", "hold"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"teacher {name} must be at least 1, got {getattr(self, name)}")
+        if self.horizon < 0:
+            raise ValueError(f"teacher horizon must be 0 or more, got {self.horizon}")
+        if not self.temperature > 0:
+            raise ValueError(f"teacher temperature must be above 0, got {self.temperature}")
+
+    def cost(self, num_actions: int) -> int:
+        """The most emulator steps one label can take."""
+        return num_actions * (self.hold + self.horizon * self.width * num_actions)
+
+
+@dataclass(frozen=True)
+class TeacherLabel:
+    """One state's label: per action, the best outcome the lookahead found after it."""
+
+    lives_lost: npt.NDArray[np.int16]
+    """Fewest lives lost on any path after the action (a lost game counts as one more)."""
+    returns: npt.NDArray[np.float32]
+    """The most reward collected on a path with that few lives lost."""
+    won: npt.NDArray[np.bool_]
+    """Whether such a path wins the game."""
+    target: npt.NDArray[np.float32]
+    """The soft action distribution the student is trained towards (sums to 1)."""
+    simulated_steps: int
+    """Emulator steps the label took."""
+
+    @property
+    def safe(self) -> npt.NDArray[np.bool_]:
+        """The actions that lose the fewest lives."""
+        safe: npt.NDArray[np.bool_] = self.lives_lost == self.lives_lost.min()
+        return safe
+
+    @property
+    def best_action(self) -> int:
+        """The action with the most target mass (the lowest index on a tie)."""
+        return int(np.argmax(self.target))
+
+
+@dataclass
+class _Path:
+    state: bytes
+    lives: int | None
+    lives_lost: int
+    episode_return: float
+    firsts: int
+    """The first actions (a bit each) from which a path reaches this same state."""
+    ended: str | None = None
+    situation: tuple[int, ...] = ()
+
+    def key(self) -> tuple[int, float]:
+        won = WIN_BONUS if self.ended == "win" else 0.0
+        return (-self.lives_lost, won + self.episode_return)
+
+
+def soft_target(
+    lives_lost: npt.NDArray[np.integer], returns: npt.NDArray[np.floating], temperature: float
+) -> npt.NDArray[np.float32]:
+    """Mass only on the actions that lose the fewest lives, by a softmax of their returns."""
+    safe = lives_lost == lives_lost.min()
+    scaled = np.where(safe, returns / temperature, -np.inf)
+    scaled = scaled - scaled[safe].max()
+    weights = np.exp(scaled)
+    target: npt.NDArray[np.float32] = (weights / weights.sum()).astype(np.float32)
+    return target
+
+
+class SearchTeacher:
+    """Labels saved machine states of one game by lookahead.
+
+    One beam search from the state serves every action: each path remembers the first
+    actions that lead to it (paths that reach identical memory are merged and their
+    first actions joined), and the beam keeps, besides the best paths, the best path of
+    each first action and of each game situation (the YAML's variables besides the scored
+    ones: a position, say), so that no action is judged on a pruned future.
+
+    Args:
+        game: the game.
+        settings: how far and wide to look.
+        seed: breaks ties between equally ranked states in the beam.
+    """
+
+    def __init__(
+        self, game: GameDefinition, settings: TeacherSettings | None = None, *, seed: int = 0
+    ) -> None:
+        self.game = game
+        self.settings = settings or TeacherSettings()
+        self.session = GameSession(game)
+        self.num_actions = game.num_actions
+        self.rng = np.random.default_rng(seed)
+        self._has_lives = "lives" in game.spec.data
+        scored = set(game.spec.reward.variables) | {"lives"}
+        self._situation = [name for name in game.spec.data if name not in scored]
+        self.simulated_steps = 0
+        """Emulator steps taken by every label so far."""
+
+    def _lives(self) -> int | None:
+        return self.session.values.get("lives") if self._has_lives else None
+
+    def _advance(self, path: _Path, action: int, steps: int, firsts: int) -> _Path:
+        """`path` with `action` held for up to `steps` steps (fewer if the episode ends)."""
+        session = self.session
+        session.reset_to_state(path.state)
+        lives, lost, collected = path.lives, path.lives_lost, path.episode_return
+        ended: str | None = None
+        for _ in range(steps):
+            step = session.step(action)
+            self.simulated_steps += 1
+            collected += step.reward
+            now = self._lives()
+            if lives is not None and now is not None and now < lives:
+                lost += lives - now
+            lives = now
+            if step.outcome in ("win", "loss"):
+                ended = step.outcome
+                if ended == "loss" and not self._has_lives:
+                    lost += 1
+                break
+        values = session.values
+        return _Path(
+            session.save_state(),
+            lives,
+            lost,
+            collected,
+            firsts,
+            ended,
+            tuple(values[name] for name in self._situation),
+        )
+
+    def _select(self, children: list[_Path]) -> list[_Path]:
+        """The next beam: the best path of each first action, then of each situation,
+        then the best of the rest, `width` paths per action in all."""
+        order = self.rng.permutation(len(children))
+        ranked = sorted((children[i] for i in order), key=_Path.key, reverse=True)
+        size = self.settings.width * self.num_actions
+        chosen: dict[int, _Path] = {}
+        for action in range(self.num_actions):
+            bit = 1 << action
+            leader = next((p for p in ranked if p.firsts & bit), None)
+            if leader is not None:
+                chosen[id(leader)] = leader
+        seen: set[tuple[int, ...]] = set()
+        for path in ranked:
+            if len(chosen) >= size:
+                break
+            if path.situation not in seen:
+                seen.add(path.situation)
+                chosen.setdefault(id(path), path)
+        for path in ranked:
+            if len(chosen) >= size:
+                break
+            chosen.setdefault(id(path), path)
+        return list(chosen.values())
+
+    def label(self, state: bytes) -> TeacherLabel:
+        """Label the machine state `state` (from `save_state`); the env it came from is
+        untouched: the teacher plays on its own emulator."""
+        before = self.simulated_steps
+        settings = self.settings
+        session = self.session
+        session.reset_to_state(state)
+        root = _Path(state, self._lives(), 0, 0.0, 0)
+        finished: list[_Path] = []
+        beam: list[_Path] = []
+        merged: dict[bytes, _Path] = {}
+        for action in range(self.num_actions):
+            first = self._advance(root, action, settings.hold, 1 << action)
+            if first.ended is not None:
+                finished.append(first)
+                continue
+            digest = hashlib.blake2b(first.state, digest_size=16).digest()
+            if digest in merged:
+                merged[digest].firsts |= first.firsts
+            else:
+                merged[digest] = first
+        beam = list(merged.values())
+        for _ in range(settings.horizon):
+            if not beam:
+                break
+            children: dict[bytes, _Path] = {}
+            for path in beam:
+                for action in range(self.num_actions):
+                    child = self._advance(path, action, 1, path.firsts)
+                    if child.ended is not None:
+                        finished.append(child)
+                        continue
+                    digest = hashlib.blake2b(child.state, digest_size=16).digest()
+                    known = children.get(digest)
+                    if known is None:
+                        children[digest] = child
+                    else:
+                        known.firsts |= child.firsts
+                        if child.key() > known.key():
+                            known.lives_lost = child.lives_lost
+                            known.episode_return = child.episode_return
+            beam = self._select(list(children.values()))
+        lives_lost = np.full(self.num_actions, np.iinfo(np.int16).max, dtype=np.int16)
+        returns = np.full(self.num_actions, -np.inf, dtype=np.float32)
+        won = np.zeros(self.num_actions, dtype=bool)
+        lowest = (-(2**31), -np.inf)
+        best: list[tuple[int, float]] = [lowest] * self.num_actions
+        for path in finished + beam:
+            key = path.key()
+            for action in range(self.num_actions):
+                if path.firsts >> action & 1 and key > best[action]:
+                    best[action] = key
+                    lives_lost[action] = path.lives_lost
+                    returns[action] = path.episode_return
+                    won[action] = path.ended == "win"
+        target = soft_target(
+            lives_lost, returns + np.where(won, WIN_BONUS, 0.0), settings.temperature
+        )
+        return TeacherLabel(lives_lost, returns, won, target, self.simulated_steps - before)
+
+
+class TeacherLabels:
+    """An env whose every state is labelled by a `SearchTeacher` beside it.
+
+    After each reset and each step that does not end the episode, ``info["teacher"]``
+    holds the new state's label: ``target`` (the soft action distribution, a tuple of
+    floats), ``lives_lost`` (per action), ``simulated_steps`` and ``seconds``. Everything
+    else passes through to the wrapped `OakEmuEnv`.
+
+    Args:
+        env: an `OakEmuEnv`.
+        settings: the teacher's lookahead.
+    """
+
+    def __init__(self, env: Any, settings: TeacherSettings) -> None:
+        self.env = env
+        self.teacher = SearchTeacher(env.game, settings)
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+
+    def _labelled(self, info: dict[str, Any]) -> dict[str, Any]:
+        started = time.perf_counter()
+        label = self.teacher.label(self.env.save_state())
+        info["teacher"] = {
+            "target": tuple(float(p) for p in label.target),
+            "lives_lost": tuple(int(n) for n in label.lives_lost),
+            "simulated_steps": label.simulated_steps,
+            "seconds": time.perf_counter() - started,
+        }
+        return info
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        observation, info = self.env.reset(**kwargs)
+        return observation, self._labelled(info)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        if not (terminated or truncated):
+            info = self._labelled(info)
+        return observation, reward, terminated, truncated, info
+
+    def save_state(self) -> bytes:
+        return bytes(self.env.save_state())
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        self.env.close()
+
+
+@dataclass(frozen=True)
+class LabelWithTeacher:
+    """A picklable env wrapper (`OakEmuMultiEnv(env_wrapper=...)`): `TeacherLabels` with
+    `settings`, built where the env runs."""
+
+    settings: TeacherSettings
+
+    def __call__(self, env: Any) -> TeacherLabels:
+        return TeacherLabels(env, self.settings)
