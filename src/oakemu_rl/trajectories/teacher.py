@@ -49,14 +49,15 @@ class TeacherSettings:
 
     Args:
         horizon: steps searched after each action's first `hold` steps.
-        width: states the search keeps after each of those steps, per action.
+        width: states the search keeps after each of those steps (at least one per
+            action that still has a future).
         hold: steps each labelled action is held before the search goes on.
         temperature: how sharply the target prefers the safe action with the most
             reward (in reward units; small: nearly the argmax).
     """
 
-    horizon: int = 6
-    width: int = 2
+    horizon: int = 12
+    width: int = 8
     hold: int = 1
     temperature: float = 1.0
 
@@ -71,7 +72,7 @@ class TeacherSettings:
 
     def cost(self, num_actions: int) -> int:
         """The most emulator steps one label can take."""
-        return num_actions * (self.hold + self.horizon * self.width * num_actions)
+        return num_actions * self.hold + self.horizon * max(self.width, num_actions) * num_actions
 
 
 @dataclass(frozen=True)
@@ -192,28 +193,44 @@ class SearchTeacher:
         )
 
     def _select(self, children: list[_Path]) -> list[_Path]:
-        """The next beam: the best path of each first action, then of each situation,
-        then the best of the rest, `width` paths per action in all."""
+        """The next beam, `width` paths (more when there are more actions): the best path
+        of each first action, then one path of each situation not reached at an earlier
+        step of this search, then one of each other situation, then the best of the rest.
+
+        A situation is the game variables besides the scored ones, taken over those that
+        differ among `children` (a ball that falls alike on every path is not a
+        situation); preferring new ones spreads the beam, so a far position is found
+        even while every path scores the same."""
+        if not children:
+            return []
         order = self.rng.permutation(len(children))
         ranked = sorted((children[i] for i in order), key=_Path.key, reverse=True)
-        size = self.settings.width * self.num_actions
+        columns = list(zip(*(p.situation for p in ranked), strict=True))
+        varying = tuple(i for i, column in enumerate(columns) if len(set(column)) > 1)
+        visited = self._visited.setdefault(varying, set())
+        projected = {id(p): tuple(p.situation[i] for i in varying) for p in ranked}
+        size = max(self.settings.width, self.num_actions)
         chosen: dict[int, _Path] = {}
         for action in range(self.num_actions):
             bit = 1 << action
             leader = next((p for p in ranked if p.firsts & bit), None)
             if leader is not None:
                 chosen[id(leader)] = leader
-        seen: set[tuple[int, ...]] = set()
-        for path in ranked:
-            if len(chosen) >= size:
-                break
-            if path.situation not in seen:
-                seen.add(path.situation)
-                chosen.setdefault(id(path), path)
+        taken = {projected[i] for i in chosen}
+        for novel_only in (True, False):
+            for path in ranked:
+                if len(chosen) >= size:
+                    break
+                where = projected[id(path)]
+                if where in taken or (novel_only and where in visited):
+                    continue
+                taken.add(where)
+                chosen[id(path)] = path
         for path in ranked:
             if len(chosen) >= size:
                 break
             chosen.setdefault(id(path), path)
+        visited.update(projected.values())
         return list(chosen.values())
 
     def label(self, state: bytes) -> TeacherLabel:
@@ -224,6 +241,7 @@ class SearchTeacher:
         session = self.session
         session.reset_to_state(state)
         root = _Path(state, self._lives(), 0, 0.0, 0)
+        self._visited: dict[tuple[int, ...], set[tuple[int, ...]]] = {}
         finished: list[_Path] = []
         beam: list[_Path] = []
         merged: dict[bytes, _Path] = {}

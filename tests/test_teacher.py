@@ -1,0 +1,152 @@
+"""The search teacher: its labels are the lookahead's result, its targets never favour a
+lost life over a safe move, and labelling leaves the env's own episode untouched."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from oakemu_rl.envs.multi_env import OakEmuMultiEnv
+from oakemu_rl.envs.oakemu_env import OakEmuEnv
+from oakemu_rl.games.loader import load_game
+from oakemu_rl.games.session import GameSession
+from oakemu_rl.trajectories.teacher import (
+    LabelWithTeacher,
+    SearchTeacher,
+    TeacherLabels,
+    TeacherSettings,
+    soft_target,
+)
+
+
+def _catch_state(steps: int, action: int = 0, seed: int = 100) -> bytes:
+    """The machine state of catch after `steps` steps of `action` from the start."""
+    session = GameSession(load_game("catch"))
+    session.reset(seed)
+    for _ in range(steps):
+        session.step(action)
+    return session.save_state()
+
+
+def _exhaustive(state: bytes, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per first action: the fewest lives lost over every action sequence of `depth`
+    steps, and the most reward among the sequences that lose that few (by brute force)."""
+    game = load_game("catch")
+    session = GameSession(game)
+    actions = range(game.num_actions)
+    outcomes: dict[int, list[tuple[int, float]]] = {a: [] for a in actions}
+    for sequence in itertools.product(actions, repeat=depth):
+        session.reset_to_state(state)
+        lives = session.values["lives"]
+        lost, collected = 0, 0.0
+        for action in sequence:
+            step = session.step(action)
+            collected += step.reward
+            now = session.values["lives"]
+            lost += max(0, lives - now)
+            lives = now
+            if step.outcome in ("win", "loss"):
+                break
+        outcomes[sequence[0]].append((lost, collected))
+    fewest = np.array([min(lost for lost, _ in outcomes[a]) for a in actions])
+    best = np.array(
+        [max(r for lost, r in outcomes[a] if lost == fewest[a]) for a in actions],
+        dtype=np.float32,
+    )
+    return fewest, best
+
+
+def test_label_equals_an_exhaustive_lookahead() -> None:
+    # The ball lands within the 4 steps looked at (at step 31 of this episode), so the
+    # actions differ: some catch it, some miss it. With a beam wider than every path
+    # (3^3 = 27), the search is exhaustive and must agree with brute force exactly.
+    differing = 0
+    for steps in (29, 30):
+        state = _catch_state(steps)
+        teacher = SearchTeacher(load_game("catch"), TeacherSettings(horizon=3, width=27))
+        label = teacher.label(state)
+        fewest, best = _exhaustive(state, 4)
+        assert label.lives_lost.tolist() == fewest.tolist()
+        np.testing.assert_allclose(label.returns, best)
+        assert label.simulated_steps <= TeacherSettings(horizon=3, width=27).cost(3)
+        # Labelling again (from the same bytes) gives the same label.
+        again = teacher.label(state)
+        assert again.lives_lost.tolist() == label.lives_lost.tolist()
+        np.testing.assert_array_equal(again.target, label.target)
+        differing += len(set(fewest.tolist())) > 1 or len(set(best.tolist())) > 1
+    assert differing, "every action had the same outcome: the comparison checks little"
+
+
+def test_target_puts_no_mass_on_a_lost_life_where_a_safe_move_exists() -> None:
+    teacher = SearchTeacher(load_game("catch"), TeacherSettings(horizon=14, width=8), seed=1)
+    mixed = 0
+    for steps in range(16, 30, 2):
+        label = teacher.label(_catch_state(steps))
+        assert label.target.sum() == pytest.approx(1.0)
+        assert (label.target >= 0).all()
+        if label.lives_lost.min() < label.lives_lost.max():
+            mixed += 1
+            assert label.target[~label.safe].sum() == 0.0
+            assert label.safe[label.best_action]
+    assert mixed > 0, "no state with both safe and losing moves: the test checks nothing"
+
+
+def test_soft_target_orders_safe_moves_by_return() -> None:
+    target = soft_target(np.array([0, 0, 1]), np.array([1.0, 0.0, 5.0]), temperature=1.0)
+    assert target[2] == 0.0
+    assert target[0] > target[1] > 0
+    assert target[0] / target[1] == pytest.approx(np.e, rel=1e-5)
+    sharp = soft_target(np.array([0, 0, 1]), np.array([1.0, 0.0, 5.0]), temperature=0.01)
+    assert sharp[0] == pytest.approx(1.0)
+
+
+def test_labelling_leaves_the_episode_untouched() -> None:
+    settings = TeacherSettings(horizon=4, width=4)
+    plain = OakEmuEnv("catch", seed=3)
+    labelled = TeacherLabels(OakEmuEnv("catch", seed=3), settings)
+    obs_a, _ = plain.reset()
+    obs_b, info = labelled.reset()
+    np.testing.assert_array_equal(obs_a, obs_b)
+    assert len(info["teacher"]["target"]) == 3
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        action = int(rng.integers(3))
+        a = plain.step(action)
+        b = labelled.step(action)
+        np.testing.assert_array_equal(a[0], b[0])
+        assert a[1:4] == b[1:4]
+        assert "teacher" in b[4]
+        assert b[4]["teacher"]["simulated_steps"] > 0
+    assert plain.save_state() == labelled.save_state()
+
+
+def test_workers_label_their_envs() -> None:
+    env = OakEmuMultiEnv(
+        "catch",
+        num_envs=2,
+        num_workers=2,
+        backend="process",
+        seed=0,
+        env_wrapper=LabelWithTeacher(TeacherSettings(horizon=2, width=3)),
+    )
+    try:
+        env.reset_all()
+        seen = 0
+        while seen < 10:
+            for result in env.poll(timeout=30):
+                label = result.info["teacher"]
+                assert len(label["target"]) == 3
+                assert sum(label["target"]) == pytest.approx(1.0)
+                seen += 1
+                env.submit(result.env_id, 0)
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="env_wrapper"):
+        OakEmuMultiEnv(
+            env_factory=lambda i: OakEmuEnv("catch"),
+            num_envs=1,
+            backend="inline",
+            env_wrapper=LabelWithTeacher(TeacherSettings()),
+        )
