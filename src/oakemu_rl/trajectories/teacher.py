@@ -19,7 +19,6 @@ no machine state crosses a pipe.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -250,11 +249,10 @@ class SearchTeacher:
             if first.ended is not None:
                 finished.append(first)
                 continue
-            digest = hashlib.blake2b(first.state, digest_size=16).digest()
-            if digest in merged:
-                merged[digest].firsts |= first.firsts
+            if first.state in merged:
+                merged[first.state].firsts |= first.firsts
             else:
-                merged[digest] = first
+                merged[first.state] = first
         beam = list(merged.values())
         for _ in range(settings.horizon):
             if not beam:
@@ -266,10 +264,11 @@ class SearchTeacher:
                     if child.ended is not None:
                         finished.append(child)
                         continue
-                    digest = hashlib.blake2b(child.state, digest_size=16).digest()
-                    known = children.get(digest)
+                    # Keyed by the state itself: Python's bytes hash is faster than a
+                    # digest, and equal memory is equal futures.
+                    known = children.get(child.state)
                     if known is None:
-                        children[digest] = child
+                        children[child.state] = child
                     else:
                         known.firsts |= child.firsts
                         if child.key() > known.key():
