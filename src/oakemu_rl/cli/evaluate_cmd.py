@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 from .arguments import non_negative_int, positive_int
 from .errors import UsageError
@@ -71,6 +72,23 @@ def _clean(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _normalised(checkpoint: Any, mean_score: float, allow_code: bool) -> float | None:
+    """The mean score as a normalised score, where the game's reference is cached (None
+    for a Gymnasium env, a game with no cached reference, or a reference whose search and
+    random play score alike)."""
+    from ..experiments.evaluation import read_checkpoint_config
+    from ..games.loader import load_game
+    from ..trajectories.reference import load_reference
+
+    _, config = read_checkpoint_config(checkpoint, allow_code=allow_code)
+    if config.game.startswith("gym:"):
+        return None
+    reference = load_reference(load_game(config.game))
+    if reference is None or reference.search_score == reference.random_score:
+        return None
+    return reference.normalise(mean_score)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..envs.gym_backend import GymEnvError
     from ..experiments import RunError, evaluate_checkpoint, find_checkpoint
@@ -107,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
                 max_steps=args.video_steps,
                 allow_code=args.allow_code,
             )
+        normalised = _normalised(checkpoint, result.mean_score, args.allow_code)
     except PolicyOptionError as exc:  # an option of the other algorithm
         raise UsageError(f"--{exc}") from None
     except (ConfigError, RunError, CheckpointError, GymEnvError, VideoError) as exc:
@@ -124,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
                     "ci95_low": _clean(result.ci95_low),
                     "ci95_high": _clean(result.ci95_high),
                     "mean_length": _clean(result.mean_length),
+                    "normalised_score": normalised,
                     "checkpoint": str(checkpoint.path),
                     "step": checkpoint.step,
                     "video": str(video.path) if video is not None else None,
@@ -137,6 +157,11 @@ def run(args: argparse.Namespace) -> int:
             f"mean score {result.mean_score:.2f}, "
             f"win rate {result.win_rate:.0%}, mean length {result.mean_length:.0f}"
         )
+        if normalised is not None:
+            print(
+                f"normalised score {normalised:.3f} "
+                "((score - random) / (search - random), from `oakemu-rl reference`)"
+            )
         if video is not None:
             print(
                 f"video: {video.path} ({video.episodes} episode(s), {len(video.frames)} frames, "
