@@ -8,7 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from oakemu_rl.runtime.statistics import mean_confidence_interval, t_critical_95
+from oakemu_rl.runtime.statistics import (
+    interquartile_mean,
+    mean_confidence_interval,
+    stratified_bootstrap_ci,
+    t_critical_95,
+)
 from oakemu_rl.runtime.tester import is_better, summarise
 
 
@@ -45,3 +50,25 @@ def test_a_result_carries_its_interval_and_median_and_ranks_by_the_low_end() -> 
     assert not is_better(lucky, steady)  # ...is not a better agent
     assert is_better(steady, lucky) and is_better(steady, None)
     assert "95% CI" in steady.interval and "median 11.00" in steady.interval
+
+
+def test_interquartile_mean_drops_the_outer_quarters() -> None:
+    assert interquartile_mean([1, 2, 3, 4]) == 2.5  # the middle two
+    assert interquartile_mean([0, 0, 0, 0, 100, 100, 100, 1000]) == 50.0
+    # Quartiles between values weigh them fractionally: of 1..6 the middle half is 3 values'
+    # worth, 2 at half weight, 3 and 4, and 5 at half weight.
+    assert interquartile_mean([1, 2, 3, 4, 5, 6]) == pytest.approx((1 + 3 + 4 + 2.5) / 3)
+    assert interquartile_mean([7]) == 7
+    assert math.isnan(interquartile_mean([]))
+
+
+def test_stratified_bootstrap_covers_the_point_and_resamples_within_games() -> None:
+    scores = {"a": [0.1, 0.2, 0.3], "b": [0.9, 1.0, 1.1], "c": [0.5, 0.5, 0.5]}
+    point, low, high = stratified_bootstrap_ci(scores, repetitions=500, seed=1)
+    assert point == pytest.approx(interquartile_mean([v for r in scores.values() for v in r]))
+    assert low <= point <= high
+    assert low >= 0.1 and high <= 1.1
+    # A game whose runs all agree adds no spread: one game of equal runs has no interval.
+    assert stratified_bootstrap_ci({"c": [0.5, 0.5]}, repetitions=50) == (0.5, 0.5, 0.5)
+    with pytest.raises(ValueError, match="at least one run"):
+        stratified_bootstrap_ci({"a": []})

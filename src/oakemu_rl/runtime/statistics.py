@@ -1,10 +1,13 @@
-"""Confidence intervals for evaluation results."""
+"""Confidence intervals for evaluation results, and aggregates over games (IQM with a
+stratified bootstrap interval, as rliable reports them)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from statistics import NormalDist
+
+import numpy as np
 
 # Two-sided 95% critical values of Student's t for 1-30 degrees of freedom.
 _T95 = (
@@ -39,3 +42,41 @@ def mean_confidence_interval(values: Sequence[float]) -> tuple[float, float]:
     variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
     half = t_critical_95(n - 1) * math.sqrt(variance / n)
     return mean - half, mean + half
+
+
+def interquartile_mean(values: Sequence[float]) -> float:
+    """The mean of the middle half of `values` (rliable's IQM: the 25% lowest and highest
+    are dropped, with fractional weights where the quartiles fall between values)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        return math.nan
+    low, high = 0.25 * n, 0.75 * n
+    total = 0.0
+    for i, value in enumerate(ordered):
+        weight = max(0.0, min(i + 1, high) - max(i, low))  # the part of [i, i+1) kept
+        total += weight * value
+    return total / (high - low)
+
+
+def stratified_bootstrap_ci(
+    scores: dict[str, Sequence[float]],
+    statistic: Callable[[Sequence[float]], float] = interquartile_mean,
+    *,
+    repetitions: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """`statistic` over every run of every game, with a 95% percentile bootstrap interval
+    that resamples runs within each game (rliable's stratified bootstrap: each game keeps
+    its number of runs). Returns (point estimate, low, high)."""
+    if not scores or any(len(runs) == 0 for runs in scores.values()):
+        raise ValueError("every game needs at least one run")
+    rng = np.random.default_rng(seed)
+    pooled = [float(v) for runs in scores.values() for v in runs]
+    arrays = [np.asarray(runs, dtype=np.float64) for runs in scores.values()]
+    estimates = np.empty(repetitions)
+    for r in range(repetitions):
+        sample = [a[rng.integers(0, len(a), len(a))] for a in arrays]
+        estimates[r] = statistic(np.concatenate(sample).tolist())
+    low, high = np.percentile(estimates, [2.5, 97.5])
+    return statistic(pooled), float(low), float(high)
