@@ -15,6 +15,12 @@ them, the trained greedy mean score at least 2x random's on every seed.
 The agents of the first seed are evaluated twice, with two env seeds: it counts those
 whose two mean returns each lie in the other evaluation's 95% interval, which is what the
 default number of evaluation episodes is chosen for.
+
+With `--normalise`, each agent's mean score is also given as a normalised score,
+(agent - random) / (search - random), from the game's reference (`oakemu-rl reference`,
+computed and cached when missing), and each algorithm's interquartile mean over the
+test set's games and seeds comes with a stratified bootstrap 95% interval (rliable's
+protocol, Agarwal et al. 2021).
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from oakemu_rl.games.loader import bundled_games
+from oakemu_rl.games.loader import bundled_games, load_game
+from oakemu_rl.runtime.statistics import stratified_bootstrap_ci
+from oakemu_rl.trajectories.reference import reference_for
 from training_runs import TRAINING_SET, Evaluation, evaluate, test_set, train
 
 ALGOS = ("dqn", "ppo")
@@ -36,6 +44,14 @@ def main() -> None:
     parser.add_argument("--games", nargs="+", choices=sorted(bundled_games()))
     parser.add_argument("--algos", nargs="+", choices=ALGOS, default=list(ALGOS))
     parser.add_argument("--out", type=Path, default=Path("benchmark-runs/defaults"))
+    parser.add_argument(
+        "--normalise",
+        action="store_true",
+        help="normalised scores from each game's reference, and the IQM over the test set",
+    )
+    parser.add_argument(
+        "--reference-episodes", type=int, default=3, help="episodes of each reference"
+    )
     args = parser.parse_args()
     games = args.games or [*test_set(), *TRAINING_SET]
 
@@ -55,6 +71,8 @@ def main() -> None:
                     random = evaluate(run_dir, args.episodes, seed=1000 + seed, random=True)
                     table.setdefault((game, "random"), []).append(random)
             print_table(args, games, table)
+    if args.normalise:
+        print_normalised(args, games, table)
     print(f"two evaluations of the same agent ({args.episodes} episodes each, two env seeds) "
           f"agree within each other's 95% interval for {agree} of {total} agents")  # fmt: skip
 
@@ -89,6 +107,32 @@ def print_table(
     for row in [header, ["-" * w for w in widths], *rows]:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
     print("* test set: no default was chosen on it")
+
+
+def print_normalised(
+    args: argparse.Namespace, games: list[str], table: dict[tuple[str, str], list[Evaluation]]
+) -> None:
+    """Per game and algorithm the mean normalised score over seeds; per algorithm the IQM
+    over the test set's games and seeds, with its stratified bootstrap 95% interval."""
+    print("\nNormalised scores, (agent - random) / (search - random), mean over seeds")
+    normalised: dict[str, dict[str, list[float]]] = {algo: {} for algo in args.algos}
+    for game in games:
+        reference, _ = reference_for(load_game(game), args.reference_episodes)
+        cells = []
+        for algo in args.algos:
+            results = table.get((game, algo), [])
+            values = [reference.normalise(r.mean_score) for r in results]
+            if game not in TRAINING_SET and values:
+                normalised[algo][game] = values
+            cells.append(f"{algo.upper()} {sum(values) / len(values):.3f}" if values else "-")
+        print(
+            f"  {game:<12} random {reference.random_score:g}, search "
+            f"{reference.search_score:g}: {', '.join(cells)}"
+        )
+    for algo, scores in normalised.items():
+        if scores:
+            point, low, high = stratified_bootstrap_ci(scores)
+            print(f"  {algo.upper()} IQM over the test set: {point:.3f} [{low:.3f}, {high:.3f}]")
 
 
 def check(table: dict[tuple[str, str], list[Evaluation]], game: str, algo: str) -> str:
