@@ -57,7 +57,7 @@ def test_a_run_stores_what_auto_chose_and_its_resume_does_not_choose_again(
     assert any(line.startswith("observation:   auto chose attributes") for line in lines)
     stored = stored_observation(run_dir)
     assert stored["type"] == "attributes" and stored["frame_stack"] == 2
-    assert stored["crop"] is None and stored["attribute_encoding"] == "colours"
+    assert stored["crop"] is None and stored["attribute_encoding"] == "planes"
 
     # A resume reads the stored observation: the chooser (and this process's memory of
     # its choices) is out of reach, and the run says nothing about auto.

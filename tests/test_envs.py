@@ -23,7 +23,8 @@ WriteGame = Callable[..., Path]
         ({"height": 48, "width": 64, "frame_stack": 2}, (2, 48, 64)),
         ({"grayscale": False, "height": 32, "width": 32, "frame_stack": 3}, (9, 32, 32)),
         ({"height": 192, "width": 256, "frame_stack": 1}, (1, 192, 256)),
-        ({"type": "attributes", "frame_stack": 2}, (4, 24, 32)),
+        ({"type": "attributes", "frame_stack": 2}, (36, 24, 32)),
+        ({"type": "attributes", "attribute_encoding": "colours", "frame_stack": 2}, (4, 24, 32)),
         ({"type": "attributes", "attribute_encoding": "byte", "frame_stack": 2}, (2, 24, 32)),
         (
             {"type": "ram", "ram": ["score", {"address": 0x9000, "length": 4}], "frame_stack": 3},
@@ -47,10 +48,11 @@ def test_play_area_crop_and_attributes(write_game: WriteGame) -> None:
     area = {"x": 16, "y": 8, "width": 64, "height": 32}
     env = OakEmuEnv(write_game({"play_area": area}), {"type": "attributes", "frame_stack": 1})
     env.reset(seed=0)
-    assert env.observation_space.shape == (2, 4, 8)  # ink and paper
+    assert env.observation_space.shape == (18, 4, 8)  # 8 inks, 8 papers, bright, flash
     env.machine.write(0x5800 + 1 * 32 + 2, b"\x4f")  # cell row 1, column 2: the crop's corner
     obs, *_ = env.step(0)
-    assert (obs[0, 0, 0], obs[1, 0, 0]) == (15 * 17, 9 * 17)  # bright white ink, bright blue paper
+    # White ink (plane 7), blue paper (8 + 1), bright (16).
+    assert np.flatnonzero(obs[:, 0, 0]).tolist() == [7, 9, 16] and obs[:, 0, 0].max() == 255
 
 
 def test_ram_observation_reads_named_variables(write_game: WriteGame) -> None:

@@ -14,6 +14,7 @@ from oakemu_rl.cli.main import main
 from oakemu_rl.envs import OakEmuEnv
 from oakemu_rl.envs.observation import (
     ATTRIBUTE_COLOURS,
+    ATTRIBUTE_PLANES,
     GRAY_LUT,
     ObservationConfig,
     ScreenRegion,
@@ -54,28 +55,36 @@ def test_auto_makes_the_expected_choice_on_each_bundled_game(game: str) -> None:
     assert env.observation_space.contains(obs)
     area = definition.spec.play_area
     if choice.config.type == "attributes":
-        # Two frames of two channels each: ink and paper.
-        assert obs.shape == (4, (area.height + 7) // 8, (area.width + 7) // 8)
+        # Two frames of 18 planes each: 8 inks, 8 papers, bright, flash.
+        assert choice.config.attribute_encoding == "planes"
+        assert obs.shape == (36, (area.height + 7) // 8, (area.width + 7) // 8)
         assert "attribute" in choice.reason
     else:
+        # The whole play area, never a part of it that random play happened to reach.
         crop = choice.config.crop
-        assert crop is not None and crop.x % 8 == 0 and crop.y % 8 == 0
-        assert area.x <= crop.x and crop.x + crop.width <= area.x + area.width
-        assert area.y <= crop.y and crop.y + crop.height <= area.y + area.height
+        assert crop is not None
+        assert (crop.x, crop.y, crop.width, crop.height) == (
+            area.x,
+            area.y,
+            area.width,
+            area.height,
+        )
         # An 8x8 cell stays at least 2x2 pixels.
         assert crop.width / choice.config.width <= 4 and crop.height / choice.config.height <= 4
-        assert obs.shape == (2, choice.config.height, choice.config.width)
+        channels = 2 if choice.config.grayscale else 6
+        assert obs.shape == (channels, choice.config.height, choice.config.width)
         assert "pixels" in choice.reason or "background's colours" in choice.reason
     env.close()
 
 
 def sample(patterns: list[list[int]], attributes: list[list[int]]) -> CellSample:
-    """A sample of one row of cells over time: patterns[t][c], attributes[t][c]."""
+    """A sample of one row of cells over time: patterns[t][c], attributes[t][c] (each
+    pattern id a plain cell of its own colour)."""
+    ids = np.array(patterns, dtype=np.int64)
     return CellSample(
-        np.array(patterns, dtype=np.int64)[:, None, :],
+        ids[:, None, :],
         np.array(attributes, dtype=np.uint8)[:, None, :],
-        first_row=1,
-        first_col=0,
+        looks=np.repeat(np.arange(ids.max() + 1, dtype=np.uint8) % 16, 64).reshape(-1, 8, 8),
     )
 
 
@@ -103,7 +112,7 @@ def test_visibility_counts_objects_drawn_on_the_background_attribute() -> None:
 
 
 def test_attribute_colours_make_every_ink_and_paper_step_visible() -> None:
-    config = {"type": "attributes", "frame_stack": 1}
+    config = {"type": "attributes", "attribute_encoding": "colours", "frame_stack": 1}
     colours = OakEmuEnv("catch", config, seed=5)
     raw = OakEmuEnv("catch", {**config, "attribute_encoding": "byte"}, seed=5)
     cells, _ = colours.reset(seed=5)
@@ -175,9 +184,9 @@ def test_a_screen_crop_is_what_the_agent_sees() -> None:
     assert np.abs(obs[0].astype(float) - expected).max() <= 1.0
     attributes = OakEmuEnv("catch", {"type": "attributes", "crop": crop, "frame_stack": 1})
     cells, _ = attributes.reset(seed=5)
-    assert cells.shape == (2, 12, 16)
+    assert cells.shape == (18, 12, 16)
     attribute_bytes = attributes.machine.attributes()[2:14, 8:24]
-    assert np.array_equal(cells // 17, [attribute_bytes & 7, (attribute_bytes >> 3) & 7])
+    assert np.array_equal(cells, ATTRIBUTE_PLANES[:, attribute_bytes])
     with pytest.raises(ValidationError, match="runs off the 256x192 screen"):
         ScreenRegion(x=200, y=0, width=128, height=64)
 

@@ -32,6 +32,29 @@ def _attribute_colours() -> npt.NDArray[np.uint8]:
 ATTRIBUTE_COLOURS = _attribute_colours()
 
 
+ATTRIBUTE_PLANES_COUNT = 18
+"""Planes a frame of `attribute_encoding: planes` has: 8 ink colours, 8 paper colours,
+bright, flash."""
+
+
+def _attribute_planes() -> npt.NDArray[np.uint8]:
+    """[plane, attribute byte] -> 255 where the plane holds, else 0: planes 0-7 say the
+    ink colour (one plane per colour), 8-15 the paper colour, 16 bright, 17 flash. Any
+    two attribute bytes that differ differ by 255 in some plane, and any two inks (or
+    papers) are equally far apart: a network's first layer sees every colour along a
+    direction of its own, instead of as a level on one axis where neighbours nearly merge."""
+    byte = np.arange(256)
+    planes = np.zeros((ATTRIBUTE_PLANES_COUNT, 256), dtype=np.uint8)
+    planes[byte & 7, byte] = 255
+    planes[8 + ((byte >> 3) & 7), byte] = 255
+    planes[16] = np.where(byte & 0x40, 255, 0)
+    planes[17] = np.where(byte & 0x80, 255, 0)
+    return planes
+
+
+ATTRIBUTE_PLANES = _attribute_planes()
+
+
 class RamRange(BaseModel):
     """A range of memory bytes."""
 
@@ -80,11 +103,12 @@ class ObservationConfig(BaseModel):
     - `screen`: the play area (or `crop`), grayscale or colour, resized to height x
       width, the last `frame_stack` frames stacked on the channel axis (channels first).
     - `attributes`: the colours of the play area's (or crop's) 8x8 cells, read from their
-      attribute bytes: by default two channels a frame, ink and paper (see
-      `attribute_encoding`).
+      attribute bytes: by default one plane per ink colour, per paper colour, bright
+      and flash (see `attribute_encoding`).
     - `ram`: bytes of named data variables or explicit address ranges.
-    - `auto`: `attributes` or a cropped `screen`, chosen from how the game draws
-      (see `oakemu_rl.envs.observation_choice`); `config show` says which and why.
+    - `auto`: `attributes`, or a `screen` of the whole play area (in colour where
+      grayscale would merge what the game draws), chosen from how the game draws (see
+      `oakemu_rl.envs.observation_choice`); `config show` says which and why.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -93,20 +117,28 @@ class ObservationConfig(BaseModel):
         "screen",
         description="'screen': pixels of the play area; 'attributes': its 8x8 cells' "
         "colours from their attribute bytes; 'ram': bytes of memory named in `ram`; 'auto': "
-        "attributes where the game's sprites are attribute blocks or cell glyphs, else a "
-        "screen crop and size that keep 8x8 cells visible (chosen per game from random play).",
+        "attributes where the game's sprites are attribute blocks or cell glyphs, else the "
+        "play area's screen at a size that keeps 8x8 cells visible, in colour where grayscale "
+        "would merge what the game draws (chosen per game from random play).",
     )
     crop: ScreenRegion | None = Field(
         None,
         description="For 'screen' and 'attributes': the part of the screen seen instead of "
         "the game's play area (null: the play area).",
     )
-    grayscale: bool = Field(True, description="Screen in grayscale (else RGB, 3 channels a frame).")
-    attribute_encoding: Literal["colours", "byte"] = Field(
-        "colours",
-        description="For 'attributes': 'colours' gives two channels a frame, each cell's ink "
-        "and paper colour (0-15, bright adds 8) times 17, so that two inks differ by at least "
-        "17 of 255; 'byte' gives the raw attribute byte, one channel, where inks differ by 1-7.",
+    grayscale: bool = Field(
+        True,
+        description="Screen in grayscale (else RGB, 3 channels a frame). Under 'auto', true "
+        "lets auto choose grayscale where it merges nothing the game draws, else colour.",
+    )
+    attribute_encoding: Literal["planes", "colours", "byte"] = Field(
+        "planes",
+        description="For 'attributes' (and what 'auto' gives where it chooses attributes): "
+        "'planes' gives 18 channels a frame, one per ink colour, one per paper colour, bright "
+        "and flash, each 0 or 255, so any two colours are equally far apart; 'colours' gives "
+        "two channels, each cell's ink and paper colour (0-15, bright adds 8) times 17, where "
+        "two inks may differ by only 17 of 255; 'byte' gives the raw attribute byte, one "
+        "channel, where inks differ by 1-7.",
     )
     height: int = Field(
         DEFAULT_SIZE,
@@ -133,8 +165,14 @@ class ObservationConfig(BaseModel):
     def _ram_needs_ranges(self) -> ObservationConfig:
         if self.type == "ram" and not self.ram:
             raise ValueError("a 'ram' observation needs at least one entry in 'ram'")
-        # A saved configuration lists every field: a default is not a choice.
-        chosen = [name for name in APPLIES_TO if getattr(self, name) != _default(name)]
+        # A saved configuration lists every field: a default, or what an earlier version
+        # saved as the default, is not a choice.
+        chosen = [
+            name
+            for name in APPLIES_TO
+            if getattr(self, name) != _default(name)
+            and getattr(self, name) not in SAVED_DEFAULTS.get(name, ())
+        ]
         by_auto = [name for name in chosen if name in AUTO_CHOSEN]
         if self.type == "auto" and by_auto:
             raise ValueError(
@@ -149,6 +187,11 @@ class ObservationConfig(BaseModel):
                     f"where it would do nothing; leave it out"
                 )
         return self
+
+
+SAVED_DEFAULTS: dict[str, tuple[object, ...]] = {"attribute_encoding": ("colours",)}
+"""Earlier defaults that saved configurations (a run's `config.yaml`) list on every
+observation type: read there as the default they were, not as a setting that does nothing."""
 
 
 def _default(name: str) -> object:
@@ -215,7 +258,10 @@ class ObservationPipeline:
         if c.type == "attributes":
             rows = self._cell_rows.stop - self._cell_rows.start
             cols = self._cell_cols.stop - self._cell_cols.start
-            return (rows, cols) if c.attribute_encoding == "byte" else (2, rows, cols)
+            if c.attribute_encoding == "byte":
+                return (rows, cols)
+            planes = ATTRIBUTE_PLANES_COUNT if c.attribute_encoding == "planes" else 2
+            return (planes, rows, cols)
         return (sum(size for _, size in self._ram),)
 
     def frame(self, machine: ZXSpectrum) -> npt.NDArray[np.uint8]:
@@ -225,6 +271,8 @@ class ObservationPipeline:
             cells = machine.attributes()[self._cell_rows, self._cell_cols]
             if c.attribute_encoding == "byte":
                 return cells
+            if c.attribute_encoding == "planes":
+                return ATTRIBUTE_PLANES[:, cells]
             return ATTRIBUTE_COLOURS[:, cells]
         if c.type == "ram":
             data = b"".join(machine.read(a, n) for a, n in self._ram)
