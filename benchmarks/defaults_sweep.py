@@ -61,6 +61,48 @@ CANDIDATES: dict[str, dict[str, Any]] = {
         "ppo": {"learning_rate": 1e-3, "rollout_steps": 64, "epochs": 8},
         "reward_shaping": [{"type": "clip"}],
     },
+    # Scale-free learning signals: rewards divided by the running scale of the discounted
+    # return (the YAML's weights no longer set the scale), for PPO with PopArt values too.
+    "dqn/auto-normalize": {
+        "algo": "dqn",
+        "env": AUTO,
+        "reward_shaping": [{"type": "normalize"}],
+    },
+    "ppo/auto-lr1e-3-normalize": {
+        "algo": "ppo",
+        "env": AUTO,
+        "ppo": {"learning_rate": 1e-3, "rollout_steps": 64, "epochs": 8},
+        "reward_shaping": [{"type": "normalize"}],
+    },
+    "ppo/auto-lr1e-3-popart": {
+        "algo": "ppo",
+        "env": AUTO,
+        "ppo": {
+            "learning_rate": 1e-3,
+            "rollout_steps": 64,
+            "epochs": 8,
+            "value_normalization": True,
+        },
+    },
+    "ppo/auto-lr1e-3-normalize-popart": {
+        "algo": "ppo",
+        "env": AUTO,
+        "ppo": {
+            "learning_rate": 1e-3,
+            "rollout_steps": 64,
+            "epochs": 8,
+            "value_normalization": True,
+        },
+        "reward_shaping": [{"type": "normalize"}],
+    },
+    # A lost life ends bootstrapping (DeepMind's episodic life); the episode goes on.
+    "dqn/auto-episodic-life": {"algo": "dqn", "env": AUTO, "episodic_life": True},
+    "ppo/auto-lr1e-3-episodic-life": {
+        "algo": "ppo",
+        "env": AUTO,
+        "ppo": {"learning_rate": 1e-3, "rollout_steps": 64, "epochs": 8},
+        "episodic_life": True,
+    },
 }
 
 

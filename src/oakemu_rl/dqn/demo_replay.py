@@ -35,9 +35,11 @@ def demonstration_transitions(
     demonstrations: DemonstrationSet,
     demo_id: int,
     reward_shaping: RewardShapingPipeline | None = None,
+    episodic_life: bool = False,
 ) -> list[Transition]:
     """Every step of demonstration `demo_id`, replayed, as the actor would stage it
-    (env id: the demonstration's id; rewards shaped as the agent's are)."""
+    (env id: the demonstration's id; rewards shaped as the agent's are; with
+    `episodic_life`, a step that loses a life ends bootstrapping as the agent's do)."""
     shaping = reward_shaping or RewardShapingPipeline()
     steps = demonstrations.steps(demo_id)
     # Shapers see the env state before each step (a life-loss penalty compares lives).
@@ -46,6 +48,8 @@ def demonstration_transitions(
     transitions = []
     for step in steps:
         reward = shaping(step.reward, step.info, state)
+        lives, before = step.info.get("lives"), state.last_lives
+        life_lost = lives is not None and before is not None and int(lives) < before
         transitions.append(
             Transition(
                 demo_id,
@@ -53,13 +57,13 @@ def demonstration_transitions(
                 step.action,
                 reward,
                 step.next_observation,
-                step.terminated,
+                step.terminated or (episodic_life and life_lost),
                 step.truncated,
                 episode_start=step.index == 0,
             )
         )
-        lives = step.info.get("lives")
         state.last_lives = int(lives) if lives is not None else None
+        state.episode_start = False
     return transitions
 
 
@@ -67,6 +71,7 @@ def build_demonstration_buffer(
     demonstrations: DemonstrationSet,
     template: ReplayBuffer,
     reward_shaping: RewardShapingPipeline | None = None,
+    episodic_life: bool = False,
 ) -> ReplayBuffer:
     """A uniform replay buffer holding every step of `demonstrations` as an n-step
     transition, with the observation layout, n and gamma of `template` (the agent's)."""
@@ -84,7 +89,9 @@ def build_demonstration_buffer(
         frame_capacity=total + len(demonstrations) * template.frame_stack,
     )
     for demo in demonstrations:
-        buffer.add_batch(demonstration_transitions(demonstrations, demo.id, reward_shaping))
+        buffer.add_batch(
+            demonstration_transitions(demonstrations, demo.id, reward_shaping, episodic_life)
+        )
     # A recording that stopped before its episode ended: its last steps bootstrap.
     buffer.end_episodes()
     return buffer

@@ -36,6 +36,8 @@ class Transition:
     reward: float
     next_observation: npt.NDArray[Any]
     terminated: bool
+    """Nothing is bootstrapped after this step: the episode terminated (or, with
+    `episodic_life`, a life was lost; the env's next step then opens a new stream)."""
     truncated: bool
     episode_start: bool = False
     """True for the first step of an episode (its observation came from a reset)."""

@@ -199,7 +199,7 @@ class Trainer(ActorBase[DQNExperimentConfiguration, int]):
             action,
             shaped,
             next_observation,
-            bool(result.terminated),
+            self._learner_terminated(state, result),
             bool(result.truncated),
             state.episode_start,
         )

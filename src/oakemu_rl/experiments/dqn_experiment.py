@@ -82,11 +82,14 @@ class DQNExperiment(
         self.replay_buffer = build_replay_buffer(config, observation_shape, dtype)
         # DQfD: the demonstrations' own part of replay, rebuilt from the files on resume.
         self.demonstration_buffer: ReplayBuffer | None = None
+        # One pipeline: a `normalize` shaper's statistics start from the demonstrations'
+        # returns and go on with the agent's.
+        shaping = RewardShapingPipeline.from_config(
+            config.reward_shaping, gamma=config.learner.gamma
+        )
         if context.demonstrations is not None and config.demos.learn:
             self.demonstration_buffer = build_demonstration_buffer(
-                context.demonstrations,
-                self.replay_buffer,
-                RewardShapingPipeline.from_config(config.reward_shaping),
+                context.demonstrations, self.replay_buffer, shaping, config.episodic_life
             )
         self.writer = ReplayWriter(
             self.replay_buffer, config.replay.writer_queue_size, on_error=context.report_error
@@ -97,7 +100,7 @@ class DQNExperiment(
             self.container,
             self.replay_buffer,
             self.writer,
-            RewardShapingPipeline.from_config(config.reward_shaping),
+            shaping,
             env_factory=lambda: env,
         )
         self.learner = Learner(

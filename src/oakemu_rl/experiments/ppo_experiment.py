@@ -51,7 +51,11 @@ class PPOExperiment(
         """The actor-critic network a configuration describes."""
         layout = config.model.model_dump()
         return PPOModel(
-            observation_shape, num_actions, allowed_actions=config.env.allowed_actions, **layout
+            observation_shape,
+            num_actions,
+            allowed_actions=config.env.allowed_actions,
+            value_normalization=config.ppo.value_normalization,
+            **layout,
         )
 
     def _optimizer_settings(self) -> tuple[float, float]:

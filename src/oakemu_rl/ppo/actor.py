@@ -106,7 +106,9 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
         self.actor_model: PPOModel = actor_model
         self.rollout_buffer = rollout_buffer
         self.rollout_handshake = rollout_handshake
-        self.reward_shaping = RewardShapingPipeline.from_config(config.reward_shaping)
+        self.reward_shaping = RewardShapingPipeline.from_config(
+            config.reward_shaping, gamma=config.ppo.gamma
+        )
         self.generator = torch.Generator().manual_seed(context.seed)
         self._synced_version = -1
         self._parked: list[int] = []
@@ -216,12 +218,15 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
         # `state` still describes the env before this step (a life-loss penalty needs it).
         reward = self.reward_shaping(float(result.reward), result.info, state)
         self._last_row = self.rollout_buffer.add_outcome(
-            state.env_id, reward, bool(result.terminated), bool(result.truncated)
+            state.env_id,
+            reward,
+            self._learner_terminated(state, result),
+            bool(result.truncated),
         )
         return reward
 
     def _on_final_step(self, state: EnvironmentState, result: StepResult) -> None:
-        if result.truncated and not result.terminated:
+        if self.rollout_buffer.truncated[self._last_row, state.env_id]:
             # The value of the final observation stands in for the return after the cut.
             request = _Request(state.env_id, _TRUNCATION, self._last_row)
             self._queue_for_inference(request, np.asarray(result.observation))

@@ -81,6 +81,14 @@ class PPOSettings(_Section):
         None, gt=0, description="Stop the epochs of a rollout once the approximate KL exceeds it."
     )
     normalize_advantages: bool = Field(True, description="Normalise advantages per minibatch.")
+    value_normalization: bool = Field(
+        False,
+        description="PopArt: the value head learns returns normalised by a running mean and "
+        "standard deviation of every rollout's returns, and its last layer is rescaled when "
+        "they change, so that its predictions (used for GAE) keep their meaning. The value "
+        "loss and its clip range (value_clip_coef) then work in units of the returns' "
+        "standard deviation, whatever the rewards' scale.",
+    )
     overlap_collection: bool = Field(
         False,
         description="Collect the next rollout (into a second buffer) while the learner trains "

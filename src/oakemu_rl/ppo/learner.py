@@ -3,7 +3,9 @@
 Per rollout (CleanRL's recipe):
 
 1. anneal the learning rate linearly with the env steps taken (`ppo.anneal_lr`);
-2. compute GAE(lambda) advantages and returns in the rollout buffer;
+2. compute GAE(lambda) advantages and returns in the rollout buffer; with
+   `ppo.value_normalization`, fold the returns into the value head's PopArt statistics,
+   and learn the values in their normalised units;
 3. for `epochs` epochs, for each of `minibatches` shuffled minibatches: the clipped
    surrogate policy loss on (per-minibatch normalised) advantages, the (clipped)
    value loss and the entropy bonus; with demonstrations, plus coef(t) x the
@@ -149,6 +151,9 @@ class PPOLearner(LearnerThread):
         self._set_lr(self.learning_rate(step))
         buffer.compute_returns_and_advantages(s.gamma, s.gae_lambda)
         model = self.model
+        if s.value_normalization:
+            with self.learner_model.update():
+                model.update_value_statistics(torch.from_numpy(buffer.returns))
         params = self._params
         value_clip = s.value_clip_coef if s.value_clip_coef is not None else s.clip_coef
         low, high = 1.0 - s.clip_coef, 1.0 + s.clip_coef
@@ -176,16 +181,17 @@ class PPOLearner(LearnerThread):
                     -advantages * ratio, -advantages * ratio.clamp(low, high)
                 ).mean()
 
+                # In the value head's units (normalised ones with value normalisation).
+                targets = model.normalize_values(batch.returns)
                 if s.clip_value_loss:
-                    clipped = batch.values + (new_values - batch.values).clamp(
-                        -value_clip, value_clip
-                    )
-                    losses = (clipped - batch.returns) ** 2
+                    old_values = model.normalize_values(batch.values)
+                    clipped = old_values + (new_values - old_values).clamp(-value_clip, value_clip)
+                    losses = (clipped - targets) ** 2
                     if s.value_loss_form == "max":
-                        losses = torch.max((new_values - batch.returns) ** 2, losses)
+                        losses = torch.max((new_values - targets) ** 2, losses)
                     value_loss = 0.5 * losses.mean()
                 else:
-                    value_loss = 0.5 * ((new_values - batch.returns) ** 2).mean()
+                    value_loss = 0.5 * ((new_values - targets) ** 2).mean()
                 entropy_mean = entropy.mean()
                 loss = policy_loss - s.ent_coef * entropy_mean + s.vf_coef * value_loss
                 bc = self._bc_terms() if bc_coef > 0 else None
@@ -258,6 +264,9 @@ class PPOLearner(LearnerThread):
                 "train/mean_value": float(values.mean()),
             }
         )
+        if s.value_normalization:
+            mean, std = model.value_moments()
+            metrics["train/value_norm_mean"], metrics["train/value_norm_std"] = mean, std
         now, (mark_time, mark_updates) = time.monotonic(), self._rate_mark
         self._rate_mark = (now, self.updates)
         metrics["perf/updates_per_s"] = (self.updates - mark_updates) / max(1e-9, now - mark_time)

@@ -16,6 +16,9 @@ TorsoName = Literal["auto", "small_cnn", "nature_cnn", "mlp"]
 #: The logit given to masked actions: finite, so entropies and KLs stay finite.
 MASKED_LOGIT = -1e8
 
+#: Added to the returns' variance before its square root is taken (value normalisation).
+VALUE_VARIANCE_EPS = 1e-5
+
 
 class ActionBundle(NamedTuple):
     """What the actor needs for a batch of observations (all tensors of batch size)."""
@@ -68,7 +71,9 @@ class PPOModel(nn.Module):
     by `input_scale` inside the model (1/255 for uint8 by default), so actors and
     buffers keep the env's dtype. `forward` returns the masked policy logits (what
     greedy play and ONNX export need); `get_action_bundle` samples actions and returns
-    their log-probabilities, the values and the entropies in one pass.
+    their log-probabilities, the values and the entropies in one pass. With
+    `value_normalization` the value head learns normalised returns; `get_action_bundle`
+    and `get_value` give values in the rewards' units all the same.
 
     Args:
         observation_shape: shape of one observation (no batch dimension).
@@ -79,6 +84,9 @@ class PPOModel(nn.Module):
         activation: activation of the MLP torso.
         input_scale: observations are multiplied by this (None: 1/255 for uint8 inputs).
         allowed_actions: the actions the policy may take (None: all); others are masked.
+        value_normalization: the value head predicts returns normalised by running
+            statistics (PopArt; see `update_value_statistics`), kept in the buffer
+            `value_stats` (count, mean, variance) and saved with the weights.
     """
 
     def __init__(
@@ -92,6 +100,7 @@ class PPOModel(nn.Module):
         activation: Literal["tanh", "relu"] = "tanh",
         input_scale: float | None = None,
         allowed_actions: Sequence[int] | None = None,
+        value_normalization: bool = False,
     ) -> None:
         super().__init__()
         shape = tuple(int(s) for s in observation_shape)
@@ -138,6 +147,11 @@ class PPOModel(nn.Module):
         self._restricts = not bool(mask.all())
         self.register_buffer("action_mask", mask, persistent=False)
         self.action_mask: torch.Tensor
+        self.value_normalization = value_normalization
+        if value_normalization:
+            stats = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)  # count, mean, variance
+            self.register_buffer("value_stats", stats)
+            self.value_stats: torch.Tensor
 
     # -- passes -------------------------------------------------------------------------
 
@@ -162,7 +176,7 @@ class PPOModel(nn.Module):
     def policy_and_value(
         self, observations: torch.Tensor, action_mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Masked logits (batch, actions) and values (batch,)."""
+        """Masked logits (batch, actions) and values (batch,) in the value head's units."""
         features = self._features(observations)
         logits = self._mask(self.policy_head(features), action_mask)
         values = self.value_head(features).squeeze(-1)
@@ -173,9 +187,57 @@ class PPOModel(nn.Module):
         return self.policy_and_value(observations)[0]
 
     def get_value(self, observations: torch.Tensor) -> torch.Tensor:
-        """State values (batch,)."""
+        """State values (batch,), in the rewards' units."""
         values: torch.Tensor = self.value_head(self._features(observations)).squeeze(-1)
-        return values
+        return self.denormalize_values(values)
+
+    # -- value normalisation (PopArt) ----------------------------------------------------
+
+    def value_moments(self) -> tuple[float, float]:
+        """The mean and standard deviation that value-head outputs are in units of
+        ((0, 1) without value normalisation)."""
+        if not self.value_normalization:
+            return 0.0, 1.0
+        _, mean, variance = self.value_stats.tolist()
+        return mean, math.sqrt(variance + VALUE_VARIANCE_EPS)
+
+    def normalize_values(self, values: torch.Tensor) -> torch.Tensor:
+        """Values in the rewards' units -> the value head's units."""
+        if not self.value_normalization:
+            return values
+        mean, std = self.value_moments()
+        return (values - mean) / std
+
+    def denormalize_values(self, values: torch.Tensor) -> torch.Tensor:
+        """The value head's outputs -> values in the rewards' units."""
+        if not self.value_normalization:
+            return values
+        mean, std = self.value_moments()
+        return values * std + mean
+
+    @torch.no_grad()
+    def update_value_statistics(self, returns: torch.Tensor) -> None:
+        """PopArt (van Hasselt et al. 2016): fold a batch of returns into the running mean
+        and variance ("ART"), then rescale the value head's last layer so that its
+        predictions in the rewards' units stay exactly what they were ("POP")."""
+        if not self.value_normalization:
+            raise RuntimeError("update_value_statistics needs value_normalization=True")
+        old_mean, old_std = self.value_moments()
+        count, mean, variance = self.value_stats.tolist()
+        batch = returns.detach().double().flatten()
+        n = batch.numel()
+        if n == 0:
+            return
+        total = count + n
+        delta = float(batch.mean()) - mean
+        m2 = variance * count + float(batch.var(unbiased=False)) * n
+        m2 += delta * delta * count * n / total
+        self.value_stats.copy_(torch.tensor([total, mean + delta * n / total, m2 / total]))
+        new_mean, new_std = self.value_moments()
+        head = self.value_head
+        assert isinstance(head, nn.Linear) and head.bias is not None
+        head.weight.mul_(old_std / new_std)
+        head.bias.mul_(old_std).add_(old_mean - new_mean).div_(new_std)
 
     def get_action_bundle(
         self,
@@ -192,6 +254,7 @@ class PPOModel(nn.Module):
         `generator` makes sampling independent of torch's global RNG.
         """
         logits, values = self.policy_and_value(observations, action_mask)
+        values = self.denormalize_values(values)
         log_probs_all = torch.log_softmax(logits, dim=-1)
         if deterministic:
             actions = logits.argmax(dim=-1)
@@ -206,7 +269,8 @@ class PPOModel(nn.Module):
         actions: torch.Tensor,
         action_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Log-probabilities of `actions`, policy entropies and values (for the update)."""
+        """Log-probabilities of `actions`, policy entropies and values (for the update; the
+        values in the value head's units, normalised with value normalisation)."""
         logits, values = self.policy_and_value(observations, action_mask)
         log_probs_all = torch.log_softmax(logits, dim=-1)
         log_probs = log_probs_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)

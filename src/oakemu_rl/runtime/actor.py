@@ -9,7 +9,10 @@ lockstep) and produces actions. This base owns what DQN's `Trainer` and PPO's
   steps, their end (outcome, `episode/*` scalars, the trajectory record);
 - batched inference: envs that need the model are queued with `_queue_for_inference`
   and served by one forward pass per poll (`_act_on_batch`);
-- counters, actor scalars and the runtime state a checkpoint keeps.
+- counters, actor scalars and the runtime state a checkpoint keeps (the reward-shaping
+  pipeline's statistics among it);
+- with `episodic_life`, which steps end bootstrapping for the learner
+  (`_learner_terminated`).
 
 An algorithm says what a step means to it through a few hooks: `_on_episode_start`,
 `_record_step`, `_choose_action`, `_on_final_step`, `_on_worker_lost`, `_act_on_batch`,
@@ -37,6 +40,7 @@ from .env_lifecycle import ActorRuntimeState, EnvironmentState, EnvLifecycle
 from .env_owner import EnvFactory, EnvOwner, make_multi_env
 from .episode_metrics import EpisodeMetrics, EpisodeTotals
 from .inference_batch import InferenceBatch
+from .reward_shaping import RewardShapingPipeline
 from .thread_safe_model import ThreadSafeModel
 
 if TYPE_CHECKING:
@@ -119,6 +123,8 @@ class ActorBase(ABC, Generic[C, E]):
                         source="demo",
                     )
         self._worker_restarts = 0  # by the multi-envs of earlier `run` calls and sessions
+        self.reward_shaping = RewardShapingPipeline()
+        """Shapes each step's reward before the learner sees it (the algorithm sets it)."""
         self._inference: InferenceBatch[E] = InferenceBatch(num_envs)
         self._steps = 0
         self._started = False
@@ -238,6 +244,11 @@ class ActorBase(ABC, Generic[C, E]):
         state = self.lifecycle[result.env_id]
         if result.is_reset or state.awaiting_reset:
             state.begin_episode(result.observation, result.info)
+            if self.config.episodic_life and state.last_lives is None:
+                raise ValueError(
+                    f"episodic_life: {self.config.game} reports no `lives` (a game YAML needs "
+                    "a `lives` variable under `data`); set episodic_life: false"
+                )
             state.extra["start_lives"] = state.last_lives
             start_state, start_step = state.extra.get("start_state"), 0
             if start_state is not None:
@@ -414,6 +425,17 @@ class ActorBase(ABC, Generic[C, E]):
         """Keep one step for learning (`state` still describes the env before it); returns
         the reward as the learner sees it."""
 
+    def _learner_terminated(self, state: EnvironmentState, result: StepResult) -> bool:
+        """Whether the learner's targets stop at this step (nothing is bootstrapped after
+        it): the episode terminated, or - with `episodic_life` - a life was lost on it.
+        Call it from `_record_step`, while `state` still holds the lives before the step."""
+        if result.terminated:
+            return True
+        if not self.config.episodic_life:
+            return False
+        lives, before = result.info.get("lives"), state.last_lives
+        return lives is not None and before is not None and int(lives) < before
+
     @abstractmethod
     def _choose_action(self, env: OakEmuMultiEnv, state: EnvironmentState) -> None:
         """The episode goes on from `state.observation`: choose the next action."""
@@ -480,6 +502,7 @@ class ActorBase(ABC, Generic[C, E]):
             scalars["backplay/episode_fraction"] = self._backplay_episodes / episodes
             scalars["backplay/progress"] = self._backplay.progress
             scalars["backplay/moves"] = float(self._backplay.moves)
+        scalars.update(self.reward_shaping.scalars())
         scalars.update(self._actor_scalars())
         sink = self.context.metrics
         for name, value in scalars.items():
@@ -504,6 +527,7 @@ class ActorBase(ABC, Generic[C, E]):
                 "backplay": self._backplay.state_dict() if self._backplay is not None else None,
                 "worker_restarts": self.worker_restarts,
                 "first_win": self.first_win,
+                "reward_shaping": self.reward_shaping.state_dict(),
             }
             | self._extra_state(),
         )
@@ -530,6 +554,8 @@ class ActorBase(ABC, Generic[C, E]):
         if self._backplay is not None and state.extra.get("backplay"):
             self._backplay.load_state_dict(state.extra["backplay"])
         self._worker_restarts = int(state.extra.get("worker_restarts", 0))
+        if state.extra.get("reward_shaping"):
+            self.reward_shaping.load_state_dict(state.extra["reward_shaping"])
         self._restore_extra(state)
 
     def _extra_rng_states(self) -> dict[str, Any]:

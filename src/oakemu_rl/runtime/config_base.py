@@ -342,6 +342,27 @@ class LifeLossShaper(ConfigSection):
     penalty: float = Field(1.0, description="Subtracted when the `lives` variable falls.")
 
 
+class NormalizeShaper(ConfigSection):
+    """Divide the reward by a running estimate of the scale of the discounted return."""
+
+    type: Literal["normalize"] = Field(description="'normalize'.")
+    gamma: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Discount of the return whose scale is estimated (null: the algorithm's "
+        "discount factor, learner.gamma or ppo.gamma).",
+    )
+    clip: float | None = Field(
+        10.0,
+        gt=0,
+        description="Clip the normalised reward into [-clip, clip] (null: no clip).",
+    )
+    epsilon: float = Field(
+        1e-8, gt=0, description="Added to the variance before its square root is taken."
+    )
+
+
 class CallableShaper(ConfigSection):
     """A user function named by import path."""
 
@@ -355,7 +376,7 @@ class CallableShaper(ConfigSection):
 
 
 ShaperConfig = Annotated[
-    ClipShaper | ScaleShaper | SignShaper | LifeLossShaper | CallableShaper,
+    ClipShaper | ScaleShaper | SignShaper | LifeLossShaper | NormalizeShaper | CallableShaper,
     Field(discriminator="type"),
 ]
 """One entry of `reward_shaping`, told apart by its `type`."""
@@ -405,7 +426,13 @@ class ExperimentConfiguration(ConfigSection):
     reward_shaping: list[ShaperConfig] = Field(
         default_factory=list,
         description="Reward shapers, applied in order to each step's reward before the "
-        "algorithm learns from it (clip, scale, sign, life_loss, callable).",
+        "algorithm learns from it (clip, scale, sign, life_loss, normalize, callable).",
+    )
+    episodic_life: bool = Field(
+        False,
+        description="A lost life ends bootstrapping: the learner treats a step on which the "
+        "game's `lives` fell as terminal (DQN's n-step targets, PPO's GAE) while the episode "
+        "goes on (DeepMind's 'episodic life'). Needs a game with a `lives` variable.",
     )
 
     def _check_shared(self) -> None:
@@ -422,6 +449,12 @@ class ExperimentConfiguration(ConfigSection):
             raise ValueError(
                 "restart_pool.priority: 'progress' ranks states by a game variable; set "
                 "restart_pool.progress_variable (e.g. 'sector')"
+            )
+        normalizers = [s for s in self.reward_shaping if isinstance(s, NormalizeShaper)]
+        if len(normalizers) > 1:
+            raise ValueError(
+                f"reward_shaping: {len(normalizers)} 'normalize' entries; expected at most one "
+                "(each would divide by its own estimate of the return's scale)"
             )
         if self.demos.paths and self.game.startswith("gym:"):
             raise ValueError(

@@ -1,10 +1,15 @@
 """RewardShapingPipeline: composable reward shapers, applied by either algorithm's actor to
 each step's reward before it is learned from (DQN: before replay; PPO: before the rollout
-buffer). Built from a configuration's `reward_shaping` list."""
+buffer). Built from a configuration's `reward_shaping` list.
+
+A shaper may keep statistics (`NormalizeReward` keeps the scale of the discounted
+return); the pipeline's `state_dict` holds them for checkpoints and `scalars` reports
+them to TensorBoard."""
 
 from __future__ import annotations
 
 import importlib
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -15,6 +20,7 @@ from .config_base import (
     CallableShaper,
     ClipShaper,
     LifeLossShaper,
+    NormalizeShaper,
     ScaleShaper,
     ShaperConfig,
     SignShaper,
@@ -25,6 +31,7 @@ __all__ = [
     "CallableReward",
     "ClipReward",
     "LifeLossPenalty",
+    "NormalizeReward",
     "RewardShaper",
     "RewardShapingPipeline",
     "ScaleReward",
@@ -39,6 +46,18 @@ class RewardShaper(ABC):
     @abstractmethod
     def __call__(self, reward: float, info: dict[str, Any], env_state: EnvironmentState) -> float:
         """The shaped reward. `env_state` still describes the env before this step."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the shaper has learned so far (JSON-serialisable; empty when stateless)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned."""
+        del state  # a stateless shaper has nothing to restore
+
+    def scalars(self) -> dict[str, float]:
+        """TensorBoard scalars that show the shaper's state."""
+        return {}
 
 
 class ClipReward(RewardShaper):
@@ -81,6 +100,69 @@ class LifeLossPenalty(RewardShaper):
         if lives is not None and before is not None and int(lives) < before:
             return reward - self.penalty
         return reward
+
+
+class NormalizeReward(RewardShaper):
+    """Divide the reward by a running estimate of the discounted return's standard deviation
+    (as Stable-Baselines3's VecNormalize and CleanRL's NormalizeReward do).
+
+    Each env keeps a discounted sum of its episode's rewards, `G <- gamma * G + r`, which
+    starts again at each episode's first step; every step adds that env's G to one running
+    variance over all envs (Welford's algorithm). The reward is divided by
+    `sqrt(var + epsilon)` and clipped into [-clip, clip]. No mean is subtracted, so every
+    reward keeps its sign, and returns keep their sign and order within a scale.
+    Until two returns are seen the scale is 1.
+    """
+
+    SCALAR = "reward/normalisation_scale"
+
+    def __init__(self, gamma: float, clip: float | None = 10.0, epsilon: float = 1e-8) -> None:
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"normalize: gamma {gamma} is not in [0, 1]")
+        if clip is not None and clip <= 0:
+            raise ValueError(f"normalize: clip {clip} is not positive")
+        self.gamma, self.clip, self.epsilon = gamma, clip, epsilon
+        self._returns: dict[int, float] = {}
+        self.count = 0
+        self.mean = 0.0
+        self._m2 = 0.0
+
+    @property
+    def variance(self) -> float:
+        """The running variance of the discounted returns (0 before two are seen)."""
+        return self._m2 / self.count if self.count > 1 else 0.0
+
+    @property
+    def scale(self) -> float:
+        """What rewards are divided by: sqrt(variance + epsilon), 1 before two returns."""
+        return math.sqrt(self.variance + self.epsilon) if self.count > 1 else 1.0
+
+    def __call__(self, reward: float, info: dict[str, Any], env_state: EnvironmentState) -> float:
+        env_id = env_state.env_id
+        before = 0.0 if env_state.episode_start else self._returns.get(env_id, 0.0)
+        discounted = self.gamma * before + reward
+        self._returns[env_id] = discounted
+        self.count += 1
+        delta = discounted - self.mean
+        self.mean += delta / self.count
+        self._m2 += delta * (discounted - self.mean)
+        normalised = reward / self.scale
+        if self.clip is not None:
+            normalised = min(self.clip, max(-self.clip, normalised))
+        return normalised
+
+    def state_dict(self) -> dict[str, Any]:
+        # The per-env sums are not kept: a resumed run starts its episodes afresh.
+        return {"count": self.count, "mean": self.mean, "m2": self._m2}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.count = int(state["count"])
+        self.mean = float(state["mean"])
+        self._m2 = float(state["m2"])
+        self._returns.clear()
+
+    def scalars(self) -> dict[str, float]:
+        return {self.SCALAR: self.scale}
 
 
 class CallableReward(RewardShaper):
@@ -132,9 +214,36 @@ class RewardShapingPipeline:
     def __len__(self) -> int:
         return len(self.shapers)
 
+    def state_dict(self) -> dict[str, Any]:
+        """Each shaper's state, by position and kind (JSON-serialisable)."""
+        return {
+            "shapers": [
+                {"kind": type(shaper).__name__, "state": shaper.state_dict()}
+                for shaper in self.shapers
+            ]
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned; a shaper whose entry is missing or of another
+        kind (a checkpoint of an older version) keeps its fresh state."""
+        saved = state.get("shapers", [])
+        for shaper, entry in zip(self.shapers, saved, strict=False):
+            if entry.get("kind") == type(shaper).__name__ and entry.get("state"):
+                shaper.load_state_dict(entry["state"])
+
+    def scalars(self) -> dict[str, float]:
+        """The shapers' TensorBoard scalars."""
+        scalars: dict[str, float] = {}
+        for shaper in self.shapers:
+            scalars.update(shaper.scalars())
+        return scalars
+
     @classmethod
-    def from_config(cls, configs: Sequence[ShaperConfig]) -> RewardShapingPipeline:
-        """Build the pipeline a configuration's `reward_shaping` list describes."""
+    def from_config(
+        cls, configs: Sequence[ShaperConfig], gamma: float | None = None
+    ) -> RewardShapingPipeline:
+        """Build the pipeline a configuration's `reward_shaping` list describes; `gamma` is
+        the algorithm's discount factor (a `normalize` shaper without its own needs it)."""
         shapers: list[RewardShaper] = []
         for config in configs:
             if isinstance(config, ClipShaper):
@@ -145,6 +254,14 @@ class RewardShapingPipeline:
                 shapers.append(SignReward())
             elif isinstance(config, LifeLossShaper):
                 shapers.append(LifeLossPenalty(config.penalty))
+            elif isinstance(config, NormalizeShaper):
+                discount = config.gamma if config.gamma is not None else gamma
+                if discount is None:
+                    raise ValueError(
+                        "reward_shaping: a 'normalize' shaper without gamma needs the "
+                        "algorithm's discount factor"
+                    )
+                shapers.append(NormalizeReward(discount, config.clip, config.epsilon))
             elif isinstance(config, CallableShaper):
                 shapers.append(CallableReward(config.target, config.kwargs))
         return cls(shapers)
