@@ -34,7 +34,14 @@ def test_the_shared_helpers_folder_is_no_game() -> None:
 
     assert (BUNDLED_DIR / "common").is_dir()
     assert any((BUNDLED_DIR / "common").glob("*.asm"))
-    assert set(GAMES) == {"catch", "forest_run", "maze_gems", "sky_harvest", "star_guard"}
+    assert set(GAMES) == {
+        "catch",
+        "forest_run",
+        "key_hunt",
+        "maze_gems",
+        "sky_harvest",
+        "star_guard",
+    }
     assert [f.name for f in game_folders()] == GAMES
     assert sorted(bundled_games()) == GAMES
 

@@ -34,6 +34,7 @@ AUTO = ObservationConfig(type="auto", frame_stack=2)
 EXPECTED = {
     "catch": "attributes",
     "forest_run": "attributes",
+    "key_hunt": "attributes",
     "maze_gems": "attributes",
     "star_guard": "screen",
     "sky_harvest": "screen",  # black birds drawn on the sky's attribute
