@@ -415,3 +415,25 @@ def test_ppo_logs_explained_variance_and_value_statistics(tmp_path: Path) -> Non
     stds = [e.value for e in events.Scalars("train/value_norm_std")]
     assert stds[-1] > 10.0  # the returns of +-100 rewards, not of +-1
     assert "reward/normalisation_scale" not in tags  # no normalize shaper, no scale
+
+
+def test_checkpoints_of_older_versions_restore(tmp_path: Path) -> None:
+    """An actor state written before reward normalisation existed (no `reward_shaping`
+    entry), or by a configuration with other shapers, leaves the statistics fresh."""
+    from oakemu_rl.runtime.env_lifecycle import ActorRuntimeState
+    from oakemu_rl.runtime.episode_metrics import EpisodeTotals
+
+    c = build_components(tmp_path, small_config(reward_shaping=[{"type": "normalize"}]))
+    normaliser = c.actor.reward_shaping.shapers[0]
+    assert isinstance(normaliser, NormalizeReward)
+    _feed(normaliser, 0, [1.0, -2.0, 3.0])
+    c.actor.restore_runtime_state(ActorRuntimeState(steps=7, totals=EpisodeTotals()))
+    assert c.actor.steps == 7 and normaliser.count == 3  # nothing saved, nothing changed
+    other = {"shapers": [{"kind": "ScaleReward", "state": {}}]}
+    c.actor.reward_shaping.load_state_dict(other)
+    assert normaliser.count == 3
+    saved = c.actor.runtime_state()
+    fresh = build_components(tmp_path, small_config(reward_shaping=[{"type": "normalize"}]))
+    fresh.actor.restore_runtime_state(saved)
+    again = fresh.actor.reward_shaping.shapers[0]
+    assert isinstance(again, NormalizeReward) and again.scale == normaliser.scale
