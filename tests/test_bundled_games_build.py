@@ -36,6 +36,7 @@ def test_the_shared_helpers_folder_is_no_game() -> None:
     assert any((BUNDLED_DIR / "common").glob("*.asm"))
     assert set(GAMES) == {
         "catch",
+        "deep_dive",
         "forest_run",
         "key_hunt",
         "maze_gems",

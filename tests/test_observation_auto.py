@@ -33,6 +33,7 @@ AUTO = ObservationConfig(type="auto", frame_stack=2)
 # sprites moving pixel by pixel in one colour, or in the background's colours (screen).
 EXPECTED = {
     "catch": "attributes",
+    "deep_dive": "attributes",
     "forest_run": "attributes",
     "key_hunt": "attributes",
     "maze_gems": "attributes",
