@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     show.add_argument(
         "--algo",
-        choices=["dqn", "ppo"],
+        choices=["dqn", "ppo", "distill"],
         default=None,
         help="algorithm (default: the --config file's algo, else dqn)",
     )

@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--game", help="bundled game name, game YAML path or gym:<id>")
     parser.add_argument(
         "--algo",
-        choices=["dqn", "ppo"],
+        choices=["dqn", "ppo", "distill"],
         default=None,
         help="algorithm (default: the --config file's algo, else dqn)",
     )
@@ -57,6 +57,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=positive_int,
         metavar="N",
         help="env workers (processes, or Ray actors with --ray-address); sets env.num_workers",
+    )
+    parser.add_argument(
+        "--init-from",
+        type=Path,
+        metavar="RUN",
+        help="start a new DQN or PPO run from the student of the distill run RUN (its best "
+        "checkpoint, else its newest): PPO loads the whole network, DQN the torso tensors "
+        "whose names and shapes match",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     add_allow_code_flag(parser)
@@ -97,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
                     ("--demos", args.demos),
                     ("--ray-address", args.ray_address),
                     ("--num-workers", args.num_workers),
+                    ("--init-from", args.init_from),
                 )
                 if value is not None
             ]
@@ -131,7 +140,11 @@ def run(args: argparse.Namespace) -> int:
                     f"--resume {args.run_dir} or choose another directory"
                 )
             experiment = experiment_type(config.algo)(
-                config, args.run_dir, console=console, allow_code=args.allow_code
+                config,
+                args.run_dir,
+                console=console,
+                allow_code=args.allow_code,
+                init_from=args.init_from,
             )
         with stop_on_signals(experiment, restore=not args.as_program):
             experiment.run()

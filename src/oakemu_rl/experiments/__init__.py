@@ -1,7 +1,8 @@
 """Experiments: a training run built from its configuration (threads, checkpoints,
-evaluation, rollback, summary), for DQN and PPO alike."""
+evaluation, rollback, summary), for DQN, PPO and distillation alike."""
 
 from .algorithms import EXPERIMENTS
+from .distill_experiment import DistillExperiment
 from .dqn_experiment import DQNExperiment
 from .evaluation import evaluate_checkpoint, find_checkpoint
 from .experiment import Experiment, RunFailed
@@ -12,6 +13,7 @@ from .stop_signals import stop_on_signals
 __all__ = [
     "EXPERIMENTS",
     "DQNExperiment",
+    "DistillExperiment",
     "Experiment",
     "PPOExperiment",
     "RunError",

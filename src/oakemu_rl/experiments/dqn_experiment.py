@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any, cast
 
+import torch
+
 from ..dqn.config import DQNExperimentConfiguration
 from ..dqn.demo_replay import build_demonstration_buffer
 from ..dqn.learner import Learner
@@ -23,6 +25,7 @@ from ..dqn.replay_writer import ReplayWriter
 from ..dqn.state_adapter import DQNStateAdapter
 from ..dqn.tester import Tester
 from ..dqn.trainer import Trainer
+from ..runtime.config_base import ConfigError
 from ..runtime.reward_shaping import RewardShapingPipeline
 from .experiment import Experiment
 
@@ -49,6 +52,16 @@ def build_replay_buffer(
         alpha=r.alpha,
         priority_eps=r.priority_eps,
     )
+
+
+def _q_network_names(name: str) -> list[str]:
+    """The names a `PPOModel` torso tensor may have in a `DQNModel`: the same name, and for
+    a CNN torso (PPO's convolutions sit in a block of their own, ``torso.0``) the name
+    without that block."""
+    names = [name]
+    if name.startswith("torso.0."):
+        names.append("torso." + name[len("torso.0.") :])
+    return names
 
 
 class DQNExperiment(
@@ -119,6 +132,34 @@ class DQNExperiment(
         if config.tester.enabled:
             every = math.gcd(every, config.tester.every_steps)
         self.trainer.add_step_hook(every, self._at_schedule_point)
+
+    def _load_student(self, student: dict[str, torch.Tensor]) -> str:
+        """The student's torso (a distill run's `PPOModel`), where its tensors' names and
+        shapes match this Q-network's, into the online and the target network; the heads
+        start afresh (a policy's logits are not Q-values)."""
+        own = self.learner_model.state_dict()
+        torso = {name: tensor for name, tensor in student.items() if name.startswith("torso.")}
+        copied: dict[str, torch.Tensor] = {}
+        for name, tensor in torso.items():
+            for candidate in _q_network_names(name):
+                if candidate in own and own[candidate].shape == tensor.shape:
+                    copied[candidate] = tensor
+                    break
+        if not copied:
+            raise ConfigError(
+                f"init_from: none of the student's {len(torso)} torso tensors matches this "
+                "Q-network's by name and shape (give the DQN run the distill run's torso: "
+                "model.torso and model.mlp_hidden, and its env.observation)"
+            )
+        with self.container.update() as model:
+            model.load_state_dict(copied, strict=False)
+        weights = self.learner_model.state_dict()
+        self.actor_model.load_state_dict(weights)
+        self.learner.target.load(weights)
+        return (
+            f"{len(copied)} of the student's {len(torso)} torso tensors copied into the online "
+            "and target Q-networks"
+        )
 
     def _consistent_checkpoint(self, step: int) -> AbstractContextManager[None]:
         return self._frozen_and_caught_up(step)

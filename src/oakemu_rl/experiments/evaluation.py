@@ -63,7 +63,9 @@ def read_checkpoint_config(
         raise CheckpointError(f"{source}: cannot be read: {exc}") from None
     algo = str(data.get("algo", "dqn")) if isinstance(data, dict) else "dqn"
     if algo not in EXPERIMENTS:
-        raise RunError(f"{checkpoint.path}: unknown algo {algo!r} (expected dqn or ppo)")
+        raise RunError(
+            f"{checkpoint.path}: unknown algo {algo!r} (expected one of {', '.join(EXPERIMENTS)})"
+        )
     experiment = EXPERIMENTS[algo]
     config = experiment.config_type.from_dict(data, source=source)
     config.check_code_allowed(allow_code, source)
@@ -123,7 +125,7 @@ def evaluate_checkpoint(
         episodes: how many episodes.
         seed: the first env seed (default: the run's seed + EVALUATION_SEED_OFFSET).
         epsilon: DQN only: chance of a random action (default: `tester.epsilon`).
-        deterministic: PPO only: take the most likely action instead of sampling
+        deterministic: PPO and distill: take the most likely action instead of sampling
             (default: `tester.deterministic`).
         random_policy: play random actions instead (a baseline).
         num_envs: envs played at once (default: `tester.num_envs`).
@@ -135,8 +137,10 @@ def evaluate_checkpoint(
     if not isinstance(checkpoint, Checkpoint):
         checkpoint = find_checkpoint(checkpoint)
     experiment, config = read_checkpoint_config(checkpoint, allow_code=allow_code)
-    if experiment.algo == "ppo" and epsilon is not None:
-        raise PolicyOptionError("epsilon applies to DQN agents; a PPO agent plays its policy")
+    if experiment.algo != "dqn" and epsilon is not None:
+        raise PolicyOptionError(
+            f"epsilon applies to DQN agents; a {experiment.algo} agent plays its policy"
+        )
     if experiment.algo == "dqn" and deterministic is not None:
         raise PolicyOptionError("deterministic applies to PPO agents; a DQN agent plays greedily")
     episodes = episodes or config.tester.episodes

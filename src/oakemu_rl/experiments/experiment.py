@@ -6,8 +6,9 @@ checkpoint, roll back, stop on the step budget, a time limit, a target return or
 and write `summary.json`. A run directory holds the resolved `config.yaml`,
 TensorBoard events (`tb/`), checkpoints (`checkpoints/`) and the summary.
 
-An algorithm (`DQNExperiment`, `PPOExperiment`) supplies what differs, through a few
-named hooks: its model (`build_model`), its actor and learner (`_build_algorithm`),
+An algorithm (`DQNExperiment`, `PPOExperiment`, `DistillExperiment`) supplies what
+differs, through a few named hooks: its model (`build_model`), its actor and learner
+(`_build_algorithm`), what wraps its training envs (`_training_env_wrapper`),
 how a checkpoint is made consistent (`_consistent_checkpoint`), what happens when the
 step budget is spent (`_finish_budget`), its extra threads (`_start_algorithm`,
 `_stop_algorithm`) and its own summary fields (`_summary_extra`, `_counts`).
@@ -46,7 +47,7 @@ from ..runtime.metrics import ConsoleSink, MemorySink, MultiSink
 from ..runtime.progress import progress_bar
 from ..runtime.protocols import LearnerRuntime
 from ..runtime.rollback import RollbackController
-from ..runtime.state_adapter import RestoreMetadata, StateAdapterBase
+from ..runtime.state_adapter import MODEL_FILE, RestoreMetadata, StateAdapterBase
 from ..runtime.tester import EvaluationAborted, EvaluationResult, TesterBase, is_better
 from ..runtime.thread_safe_model import ThreadSafeModel
 from ..trajectories.demonstrations import DemonstrationSet
@@ -54,10 +55,12 @@ from ..trajectories.trajectory_file import game_file_label, game_sha256
 from .run_directory import (
     CONFIG_NAME,
     SUMMARY_NAME,
+    RunError,
     jsonable,
     load_run_config,
     new_run_dir,
     open_run_directory,
+    read_algo,
     write_atomic,
 )
 from .stop_signals import RunAborted
@@ -68,6 +71,9 @@ ExperimentT = TypeVar("ExperimentT", bound="Experiment[Any]")
 
 ROLLBACK_FILE = "rollback.json"
 """The rollback controller's state in a checkpoint (counts, learning-rate scale, history)."""
+INIT_FROM_FILE = "init_from.json"
+"""Where a run started from a distilled student records which (see `Experiment`'s
+`init_from`); `summary.json` repeats it as `init_from`."""
 
 
 class RunFailed(RuntimeError):
@@ -93,6 +99,24 @@ class Learner(LearnerRuntime, Protocol):
     def set_lr_scale(self, scale: float) -> None: ...
 
 
+def _find_student(source: str | Path) -> Checkpoint:
+    """The checkpoint of the distill run (or the checkpoint) `source` whose student a new
+    run starts from: the best-scored, else the newest valid one."""
+    from .evaluation import find_checkpoint
+
+    try:
+        checkpoint = find_checkpoint(source, best=True)
+        algo = read_algo(checkpoint.path)
+    except (CheckpointError, ConfigError, RunError) as exc:
+        raise ConfigError(f"init_from: {exc}") from None
+    if algo != "distill" or not checkpoint.has(MODEL_FILE):
+        raise ConfigError(
+            f"init_from: {source} is a {algo} run; a run starts from the student of a "
+            "distill run (train --algo distill)"
+        )
+    return checkpoint
+
+
 def crossed(previous: int, current: int, every: int) -> bool:
     """Whether a multiple of `every` lies in (previous, current]."""
     return current // every > previous // every
@@ -112,6 +136,9 @@ class Experiment(ABC, Generic[ConfigT]):
         allow_code: run Python code that the configuration names (a callable reward
             shaper, a Gymnasium id with a module); refused by default (CodeNotAllowedError),
             since a config file or a run directory may come from anyone.
+        init_from: a distill run directory (or one of its checkpoints): a new run starts
+            from its student, the best checkpoint's else the newest's (`_load_student`
+            says how); where it came from goes to `init_from.json` and the summary.
     """
 
     algo: ClassVar[str]
@@ -154,9 +181,16 @@ class Experiment(ABC, Generic[ConfigT]):
         tester_env_factory: EnvFactory | None = None,
         print_fn: Callable[[str], None] | None = None,
         allow_code: bool = False,
+        init_from: str | Path | None = None,
     ) -> None:
         source = f"{Path(run_dir) / CONFIG_NAME}" if resume and run_dir is not None else None
         config.check_code_allowed(allow_code, source or "the configuration")
+        if init_from is not None and resume:
+            raise ConfigError(
+                f"init_from: {init_from} starts a new run from a student; a resumed run goes "
+                "on from its own checkpoint"
+            )
+        self._student = None if init_from is None else _find_student(init_from)
         self.config = config
         self.run_dir = (
             Path(run_dir)
@@ -213,6 +247,17 @@ class Experiment(ABC, Generic[ConfigT]):
     def _build_algorithm(self, env: Any, observation_shape: tuple[int, ...], dtype: Any) -> None:
         """Build `actor` and `learner` (and whatever they need) on the parts built so far."""
 
+    def _load_student(self, student: dict[str, torch.Tensor]) -> str:
+        """Start the new run's networks from a distilled student's weights (a `PPOModel`'s
+        state dict); returns what was loaded, for the run's message. Raises ConfigError
+        when this algorithm cannot take them."""
+        raise ConfigError(f"init_from: algo {self.algo} cannot start from a distilled student")
+
+    def _training_env_wrapper(self) -> Callable[[Any], Any] | None:
+        """What wraps each training env where it runs (`make_multi_env`'s `env_wrapper`;
+        None: nothing). The tester's envs are never wrapped."""
+        return None
+
     def _consistent_checkpoint(self, step: int) -> AbstractContextManager[None]:
         """Held while a checkpoint at `step` is taken."""
         return contextlib.nullcontext()
@@ -263,7 +308,8 @@ class Experiment(ABC, Generic[ConfigT]):
     def _build_parts(self, checkpoint: Checkpoint | None) -> None:
         config = self.config
         device = self.context.device
-        env = (self._env_factory or (lambda: make_multi_env(config)))()
+        wrapper = self._training_env_wrapper()
+        env = (self._env_factory or (lambda: make_multi_env(config, env_wrapper=wrapper)))()
         self.env = env
         workers = 0 if env.backend == "inline" else env.num_workers
         self.torch_threads = configure_torch_threads(config.torch_threads, workers)
@@ -294,6 +340,8 @@ class Experiment(ABC, Generic[ConfigT]):
         self.context.demonstrations = self._load_demonstrations()
         self._build_algorithm(env, shape, env.observation_space.dtype)
         self.actor.clock = self.elapsed_time
+        if self._student is not None and checkpoint is None:
+            self._start_from_student(self._student)
         self.tester: TesterBase[Any] = self.tester_type(
             self.context,
             self.tester_model,
@@ -314,6 +362,26 @@ class Experiment(ABC, Generic[ConfigT]):
         )
         if checkpoint is not None:
             self._restore(checkpoint)
+
+    def _start_from_student(self, student: Checkpoint) -> None:
+        """Load the student of `student` (a distill checkpoint) and record where it came from."""
+        weights = student.load_torch(MODEL_FILE)["learner"]
+        loaded = self._load_student(weights)
+        record = {
+            "run": str(student.path.parent.parent.resolve()),
+            "checkpoint": str(student.path.resolve()),
+            "step": student.step,
+            "loaded": loaded,
+        }
+        write_atomic(self.run_dir / INIT_FROM_FILE, json.dumps(record, indent=2))
+        self._print(f"init from {student.path} (step {student.step:,}): {loaded}")
+
+    def _init_from_record(self) -> dict[str, Any] | None:
+        """Where this run's networks started from (`init_from.json`), None for a fresh start."""
+        with contextlib.suppress(OSError, ValueError):
+            record: dict[str, Any] = json.loads((self.run_dir / INIT_FROM_FILE).read_text())
+            return record
+        return None
 
     def _check_game_settings(self) -> tuple[str, str, str] | None:
         """Check the settings that name game variables; returns the game's (name, file
@@ -740,6 +808,7 @@ class Experiment(ABC, Generic[ConfigT]):
             "torch_threads": self.torch_threads,
             "worker_restarts": actor.worker_restarts,
             "first_win": actor.first_win,
+            "init_from": self._init_from_record(),
             "fault": self._fault,
         } | self._summary_extra()
 

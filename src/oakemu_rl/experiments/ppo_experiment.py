@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import torch
+
 from ..ppo.actor import PPOActor
 from ..ppo.bc import BCMaterialisationSource, BCSampler, ReplayObservationCache, prefill_cache
 from ..ppo.config import PPOExperimentConfiguration
@@ -26,6 +28,7 @@ from ..ppo.model import PPOModel
 from ..ppo.rollout_buffer import RolloutBuffer
 from ..ppo.state_adapter import PPOStateAdapter
 from ..ppo.tester import PPOTester
+from ..runtime.config_base import ConfigError
 from ..runtime.progress import progress_bar
 from .experiment import Experiment
 
@@ -123,6 +126,25 @@ class PPOExperiment(
             allowed_actions=config.env.allowed_actions,
         )
         return cache, source, sampler
+
+    def _load_student(self, student: dict[str, torch.Tensor]) -> str:
+        """The whole student (a distill run's `PPOModel`): policy, value head and torso."""
+        own = self.learner_model.state_dict()
+        wrong = sorted(set(own) ^ set(student)) + [
+            f"{name} {tuple(student[name].shape)} (this run: {tuple(own[name].shape)})"
+            for name in sorted(set(own) & set(student))
+            if own[name].shape != student[name].shape
+        ]
+        if wrong:
+            raise ConfigError(
+                "init_from: the student's network does not match this run's model (give the "
+                "PPO run the distill run's model and env.observation settings): "
+                f"{', '.join(wrong[:4])}"
+                + (f" and {len(wrong) - 4} more" if len(wrong) > 4 else "")
+            )
+        self.container.load_state_dict(student)
+        self.actor_model.load_state_dict(student)
+        return f"the student's whole network ({len(student)} tensors)"
 
     def _stop_algorithm(self) -> None:
         self.handshake.stop()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .config_base import ExperimentConfiguration
 
@@ -14,9 +14,15 @@ EnvFactory = Callable[[], "OakEmuMultiEnv"]
 
 
 def make_multi_env(
-    config: ExperimentConfiguration, *, num_envs: int | None = None, seed_offset: int = 0
+    config: ExperimentConfiguration,
+    *,
+    num_envs: int | None = None,
+    seed_offset: int = 0,
+    env_wrapper: Callable[[Any], Any] | None = None,
 ) -> OakEmuMultiEnv:
-    """The multi-env a configuration describes (`num_envs` envs, seeds offset by `seed_offset`)."""
+    """The multi-env a configuration describes (`num_envs` envs, seeds offset by
+    `seed_offset`, each env wrapped where it runs by `env_wrapper` when given: see
+    `OakEmuMultiEnv`)."""
     from ..envs.multi_env import OakEmuMultiEnv
     from ..envs.observation_choice import auto_choice
 
@@ -38,6 +44,7 @@ def make_multi_env(
         restart_backoff=env.restart_backoff_s,
         worker_timeout=env.worker_timeout_s,
         ray_address=env.ray_address,
+        env_wrapper=env_wrapper,
     )
 
 

@@ -1,0 +1,165 @@
+"""DistillExperimentConfiguration: the shared settings plus distillation's own, loadable
+from YAML.
+
+The student is a `PPOModel` (the `model:` section is PPO's), so that `train --init-from`
+starts PPO from a distilled student by loading its weights as they are. Every field has
+a documented default; `oakemu-rl config show --algo distill` prints them all.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ..ppo.config import PPOModelSettings, PPOTesterSettings
+from ..runtime.config_base import ConfigError, ExperimentConfiguration
+from ..runtime.config_base import ConfigSection as _Section
+from ..trajectories.teacher import TeacherSettings
+
+__all__ = ["ConfigError", "DistillExperimentConfiguration", "DistillSettings"]
+
+
+class DistillSettings(_Section):
+    """The teacher, who acts (the beta schedule), the aggregated dataset and the update."""
+
+    horizon: int = Field(
+        16,
+        ge=0,
+        description="Teacher: steps its lookahead searches after each action's first `hold` "
+        "steps. It must see as far as a decision matters (catch: the ball falls about 31 "
+        "steps and the basket moves 2 columns a step, so 16 reaches every column).",
+    )
+    width: int = Field(
+        8,
+        ge=1,
+        description="Teacher: states its beam keeps after each searched step (at least one "
+        "per action). A label costs up to actions x (hold + horizon x width) emulator steps.",
+    )
+    hold: int = Field(
+        1, ge=1, description="Teacher: steps each labelled action is held before the search."
+    )
+    temperature: float = Field(
+        1.0,
+        gt=0,
+        description="Teacher: how sharply the soft target prefers the safe action with the "
+        "most reward (in reward units; small: nearly the argmax). Actions that lose more "
+        "lives than the safest one get no mass.",
+    )
+    beta_start: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="Chance that the teacher acts (an action drawn from its soft target) "
+        "instead of the student (its most likely action), at the run's first step.",
+    )
+    beta_end: float = Field(
+        0.0, ge=0, le=1, description="That chance once beta_decay_steps env steps are done."
+    )
+    beta_decay_steps: int = Field(
+        20_000,
+        ge=1,
+        description="Env steps over which the chance the teacher acts goes linearly from "
+        "beta_start to beta_end (DAgger: the student plays more and more of each episode).",
+    )
+    dataset_bytes: int = Field(
+        256 * 2**20,
+        ge=1,
+        description="Memory of the aggregated dataset (observations, soft targets, flags); "
+        "when full, the oldest states go first, so it holds the states the recent students "
+        "visited. Saved in every checkpoint.",
+    )
+    learning_starts: int = Field(
+        256, ge=1, description="Labelled states in the dataset before the first update."
+    )
+    batch_size: int = Field(256, ge=1, description="Labelled states in each minibatch.")
+    learning_rate: float = Field(1e-3, gt=0, description="Adam learning rate.")
+    adam_eps: float = Field(1e-5, gt=0, description="Adam epsilon.")
+    updates_per_step: float = Field(
+        0.25,
+        gt=0,
+        description="Learner updates per labelled env step: the learner waits while it is "
+        "ahead, so a small dataset is not trained on over and over.",
+    )
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clipping.")
+    critical_steps: int = Field(
+        8,
+        ge=0,
+        description="States before a lost life (or a lost game) of a training episode that "
+        "are marked critical (0: none).",
+    )
+    critical_weight: float = Field(
+        4.0,
+        ge=1,
+        description="How much more often a critical state is drawn into a minibatch than "
+        "another one.",
+    )
+    holdout_fraction: float = Field(
+        0.05,
+        ge=0,
+        le=0.5,
+        description="Share of the labelled states kept out of training, to measure held-out "
+        "imitation accuracy (distill/holdout_accuracy) on (0: not measured).",
+    )
+    eval_every_updates: int = Field(
+        100,
+        ge=1,
+        description="Learner updates between logging distill/loss and measuring "
+        "distill/holdout_accuracy.",
+    )
+
+    def teacher_settings(self) -> TeacherSettings:
+        """The teacher's lookahead these settings describe."""
+        return TeacherSettings(
+            horizon=self.horizon, width=self.width, hold=self.hold, temperature=self.temperature
+        )
+
+
+class DistillExperimentConfiguration(ExperimentConfiguration):
+    """A distillation run: the shared settings, the student network (PPO's) and the
+    teacher, beta schedule, dataset and update."""
+
+    algo: Literal["distill"] = Field("distill", description="The algorithm.")
+    total_steps: int = Field(50_000, ge=1, description="Env steps of the run.")
+    tester: PPOTesterSettings = Field(default_factory=PPOTesterSettings, description="Evaluation.")
+    model: PPOModelSettings = Field(
+        default_factory=PPOModelSettings,
+        description="The student: PPO's actor-critic network (its policy head is trained; "
+        "the value head is left for PPO after train --init-from).",
+    )
+    distill: DistillSettings = Field(
+        default_factory=DistillSettings,
+        description="Teacher, beta schedule, aggregated dataset and update.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DistillExperimentConfiguration:
+        self._check_shared()
+        if self.game.startswith("gym:"):
+            raise ValueError(
+                f"game: {self.game} is a Gymnasium env; algo distill's teacher searches from "
+                "saved machine states, so it needs an OakEmu game (a bundled name or a game "
+                "YAML)"
+            )
+        if self.env.allowed_actions is not None:
+            raise ValueError(
+                "env.allowed_actions: distill's teacher searches over the game's whole action "
+                "set; narrow the actions in the game YAML instead (or leave this null)"
+            )
+        if self.reward_shaping:
+            raise ValueError(
+                "reward_shaping: distill learns from the teacher's soft targets, not from "
+                "rewards; leave it empty (the teacher ranks actions by the game's own reward)"
+            )
+        if self.demos.paths and self.demos.learn:
+            raise ValueError(
+                "demos.learn: distill learns from its teacher, not from demonstrated actions; "
+                "set demos.learn: false to start episodes along the demonstrations (backplay, "
+                "restart states)"
+            )
+        if self.demos.random_steps:
+            raise ValueError(
+                "demos.random_steps: distill's episodes are played by the student and the "
+                "teacher; set it to 0"
+            )
+        return self

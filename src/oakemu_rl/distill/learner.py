@@ -1,0 +1,219 @@
+"""The distillation learner thread: soft cross-entropy on minibatches of the aggregated
+dataset, at a fixed ratio of updates to labelled states."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from ..ppo.model import PPOModel
+from ..runtime.context import RuntimeContext
+from ..runtime.learner_thread import LearnerThread
+from ..runtime.thread_safe_model import ThreadSafeModel
+from .actor import teacher_agrees
+from .config import DistillExperimentConfiguration
+from .dataset import DistillDataset
+from .loss import soft_cross_entropy
+
+if TYPE_CHECKING:
+    from ..runtime.rollback import TrainingMonitor
+
+__all__ = ["DistillLearner", "NonFiniteDistillLossError"]
+
+#: Held-out states the student is scored on at each measurement (a random choice of them).
+HOLDOUT_SAMPLE = 4096
+
+
+class NonFiniteDistillLossError(FloatingPointError):
+    """A loss was NaN or infinite and no rollback could handle it."""
+
+
+class DistillLearner(LearnerThread):
+    """Trains the student on the aggregated dataset on its own thread.
+
+    Consumes minibatches of labelled states (`DistillDataset.sample`, critical states
+    weighted up); produces weights, published through the ThreadSafeModel after each
+    update, and scalars: ``distill/loss`` (the mean soft cross-entropy since the last
+    log), ``distill/holdout_accuracy`` (the share of held-out states on which the
+    student's most likely action is one the teacher rates best), ``train/updates``,
+    ``train/learning_rate`` and ``perf/updates_per_s``, every `distill.eval_every_updates`
+    updates.
+
+    Pacing: after `distill.learning_starts` labelled states, the learner makes
+    `distill.updates_per_step` updates per labelled state and waits while it is ahead,
+    so that it does not train over and over on a small dataset.
+
+    Args:
+        context: the run's context.
+        learner_model: the learner model's container (weights published to the actor).
+        optimizer: Adam over the learner model's parameters.
+        dataset: the aggregated dataset.
+        env_steps: the actor's step count (for logging and rollback).
+        monitor: watches losses and weights for rollback (optional).
+    """
+
+    def __init__(
+        self,
+        context: RuntimeContext[DistillExperimentConfiguration],
+        learner_model: ThreadSafeModel[PPOModel],
+        optimizer: torch.optim.Optimizer,
+        dataset: DistillDataset,
+        env_steps: Callable[[], int],
+        *,
+        monitor: TrainingMonitor | None = None,
+    ) -> None:
+        super().__init__()
+        self.context = context
+        self.settings = context.config.distill
+        self.learner_model = learner_model
+        self.model = learner_model.model
+        self._params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = optimizer
+        self.dataset = dataset
+        self._env_steps = env_steps
+        self.monitor = monitor
+        self.rng = context.spawn_rng("distill_learner")
+        self.updates = 0
+        self.lr_scale = 1.0
+        self.last_metrics: dict[str, float] = {}
+        self._losses: list[torch.Tensor] = []
+        self._hold = threading.RLock()
+        self._rate_mark = (time.monotonic(), 0)
+
+    # -- pacing and learning rate -----------------------------------------------------------
+
+    def due_updates(self, labelled: int) -> int:
+        """Updates due once `labelled` states have been labelled."""
+        settings = self.settings
+        return max(0, int((labelled - settings.learning_starts + 1) * settings.updates_per_step))
+
+    def set_lr_scale(self, scale: float) -> None:
+        """Scale the learning rate from now on (the rollback controller lowers it)."""
+        self.lr_scale = float(scale)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.settings.learning_rate * self.lr_scale
+
+    # -- one update -----------------------------------------------------------------------
+
+    def update(self) -> torch.Tensor | None:
+        """One Adam step on a minibatch; returns the loss (None while the dataset has no
+        state to train on, or when a non-finite loss was handed to the rollback)."""
+        batch = self.dataset.sample(self.settings.batch_size, self.rng)
+        if batch is None:
+            return None
+        device = self.context.device
+        observations = torch.from_numpy(batch.observations).to(device)
+        targets = torch.from_numpy(batch.targets).to(device)
+        loss = soft_cross_entropy(self.model(observations), targets)
+        if not bool(torch.isfinite(loss)):
+            self._non_finite(loss)
+            return None
+        for param in self._params:  # what optimizer.zero_grad(set_to_none=True) does
+            param.grad = None
+        loss.backward()  # type: ignore[no-untyped-call]
+        grad_norm = nn.utils.clip_grad_norm_(self._params, self.settings.max_grad_norm)
+        if not bool(torch.isfinite(grad_norm)):
+            self._non_finite(grad_norm)
+            return None
+        with self.learner_model.update():
+            self.optimizer.step()
+        self.updates += 1
+        if self.monitor is not None:
+            self.monitor.note_healthy_updates(1)
+        return loss.detach()
+
+    def _non_finite(self, value: torch.Tensor) -> None:
+        """Hand a non-finite loss to the rollback (which restores an earlier checkpoint);
+        without one, fail."""
+        self.optimizer.zero_grad(set_to_none=True)
+        step = self._env_steps()
+        if self.monitor is not None and self.monitor.check_loss(value, step):
+            return
+        raise NonFiniteDistillLossError(
+            f"non-finite distillation loss ({float(value.detach())}) at step {step:,} and no "
+            "rollback to recover from it (enable rollback and checkpoints)"
+        )
+
+    @torch.no_grad()
+    def holdout_accuracy(self) -> float | None:
+        """The share of held-out states (a random choice of up to `HOLDOUT_SAMPLE`) on which
+        the student's most likely action is one the teacher rates best; None without any."""
+        held = self.dataset.holdout(HOLDOUT_SAMPLE, self.rng)
+        if held is None:
+            return None
+        observations, targets = held
+        batch = torch.from_numpy(observations).to(self.context.device)
+        actions = self.model.greedy_actions(batch).cpu().numpy()
+        return float(teacher_agrees(targets, actions).mean())
+
+    # -- thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        stop = self.context.stop_event
+        dataset = self.dataset
+        self.context.enter_thread()
+        try:
+            while not stop.is_set():
+                if self.updates >= self.due_updates(dataset.added):
+                    dataset.wait_for(dataset.added + 1, timeout=0.1)
+                    continue
+                with self._hold:
+                    loss = self.update()
+                if loss is None:
+                    time.sleep(0.01)
+                    continue
+                self._losses.append(loss)
+                if self.updates % self.settings.eval_every_updates == 0:
+                    self._log()
+        except BaseException as exc:
+            self.context.report_error(exc)
+
+    def _log(self) -> None:
+        now, (mark_time, mark_updates) = time.monotonic(), self._rate_mark
+        self._rate_mark = (now, self.updates)
+        step = self._env_steps()
+        metrics = {
+            "distill/loss": float(torch.stack(self._losses).mean()) if self._losses else 0.0,
+            "train/updates": float(self.updates),
+            "train/learning_rate": float(self.optimizer.param_groups[0]["lr"]),
+            "perf/updates_per_s": (self.updates - mark_updates) / max(1e-9, now - mark_time),
+        }
+        self._losses.clear()
+        with self._hold:
+            accuracy = self.holdout_accuracy()
+        if accuracy is not None:
+            metrics["distill/holdout_accuracy"] = accuracy
+        self.last_metrics = metrics
+        for name, value in metrics.items():
+            self.context.metrics.scalar(name, value, step)
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Keep the learner between updates while the block runs (checkpoints, rollbacks)."""
+        with self._hold:
+            yield
+
+    # -- state ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Counters, learning-rate scale and sampling RNG (model and optimizer are saved
+        apart, the dataset by the state adapter)."""
+        return {
+            "updates": self.updates,
+            "lr_scale": self.lr_scale,
+            "rng": dict(self.rng.bit_generator.state),
+        }
+
+    def load_state_dict(self, state: dict[str, Any], *, keep_counters: bool = False) -> None:
+        """Restore what `state_dict` returned; with `keep_counters` (a rollback) the update
+        count goes on from where it is."""
+        if not keep_counters:
+            self.updates = int(state["updates"])
+        self.rng.bit_generator.state = state["rng"]
+        self.set_lr_scale(float(state.get("lr_scale", 1.0)))

@@ -1,0 +1,31 @@
+"""The distillation loss: cross-entropy of the student's policy against soft targets."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["soft_cross_entropy"]
+
+
+def soft_cross_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The mean over rows of ``-sum_a targets[a] * log_softmax(logits)[a]``.
+
+    Args:
+        logits: the student's action logits, (batch, actions).
+        targets: the teacher's action distributions, (batch, actions), rows summing to 1.
+        weights: a weight per row (None: every row alike); the mean is then weighted.
+
+    Returns:
+        The loss, a scalar tensor. Its minimum over logits is the targets' entropy (reached
+        where the student's policy equals the target), so a soft target is matched rather
+        than pushed to its argmax.
+    """
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    # An action with no target mass adds nothing, even where its log-probability is -inf.
+    terms = torch.where(targets > 0, targets * log_probs, torch.zeros_like(log_probs))
+    per_row = -terms.sum(dim=-1)
+    if weights is None:
+        return per_row.mean()
+    return (weights * per_row).sum() / weights.sum()

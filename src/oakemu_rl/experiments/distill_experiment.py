@@ -1,0 +1,111 @@
+"""DistillExperiment: what a distillation run adds to the shared `Experiment`.
+
+Threads: the actor (`DistillActor.run`), the learner (`DistillLearner`) and the tester
+run in this process; the training envs run in worker processes, each wrapped by
+`LabelWithTeacher`, so that the search teacher labels every state beside its emulator
+and only the label crosses the pipe. The tester's envs carry no teacher: evaluation is
+the student alone, greedy, as PPO's (`PPOTester`). Checkpoints are taken on the actor
+thread between two results (a step hook), with the learner held between updates.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, cast
+
+from ..distill.actor import DistillActor
+from ..distill.config import DistillExperimentConfiguration
+from ..distill.dataset import DistillDataset
+from ..distill.learner import DistillLearner
+from ..distill.schedule import BetaSchedule
+from ..distill.state_adapter import DistillStateAdapter
+from ..ppo.model import PPOModel
+from ..ppo.tester import PPOTester
+from ..runtime.config_base import ConfigError
+from ..trajectories.teacher import LabelWithTeacher
+from .experiment import Experiment
+
+__all__ = ["DistillExperiment"]
+
+
+class DistillExperiment(
+    Experiment[DistillExperimentConfiguration],
+    algo="distill",
+    config_type=DistillExperimentConfiguration,
+    tester_type=PPOTester,
+    adapter_type=DistillStateAdapter,
+):
+    """One distillation run. Takes the arguments of `Experiment`."""
+
+    actor: DistillActor
+    learner: DistillLearner
+
+    @staticmethod
+    def build_model(
+        config: DistillExperimentConfiguration,
+        observation_shape: tuple[int, ...],
+        num_actions: int,
+    ) -> PPOModel:
+        """The student a configuration describes: PPO's actor-critic network."""
+        return PPOModel(observation_shape, num_actions, **config.model.model_dump())
+
+    def _optimizer_settings(self) -> tuple[float, float]:
+        return self.config.distill.learning_rate, self.config.distill.adam_eps
+
+    def _training_env_wrapper(self) -> LabelWithTeacher:
+        return LabelWithTeacher(self.config.distill.teacher_settings())
+
+    def _build_algorithm(self, env: Any, observation_shape: tuple[int, ...], dtype: Any) -> None:
+        config, context = self.config, self.context
+        settings = config.distill
+        try:
+            self.dataset = DistillDataset(
+                settings.dataset_bytes,
+                observation_shape,
+                dtype,
+                int(env.action_space.n),
+                critical_weight=settings.critical_weight,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"distill.dataset_bytes: {exc}") from None
+        if self.dataset.capacity < settings.learning_starts:
+            raise ConfigError(
+                f"distill.dataset_bytes: {settings.dataset_bytes:,} bytes hold "
+                f"{self.dataset.capacity:,} states of {self.dataset.entry_bytes:,} bytes, fewer "
+                f"than distill.learning_starts ({settings.learning_starts:,}); raise it"
+            )
+        schedule = BetaSchedule(settings.beta_start, settings.beta_end, settings.beta_decay_steps)
+        self.actor = DistillActor(
+            context,
+            cast(PPOModel, self.actor_model),
+            self.container,
+            self.dataset,
+            schedule,
+            env_factory=lambda: env,
+        )
+        self.learner = DistillLearner(
+            context,
+            self.container,
+            self.optimizer,
+            self.dataset,
+            lambda: self.actor.steps,
+            monitor=self.rollback,
+        )
+        every = config.checkpoint.every_steps
+        if config.tester.enabled:
+            every = math.gcd(every, config.tester.every_steps)
+        self.actor.add_step_hook(every, self._at_schedule_point)
+
+    def _summary_extra(self) -> dict[str, Any]:
+        actor = self.actor
+        return {
+            "labels": actor.labels,
+            "teacher_actions": actor.teacher_actions,
+            "beta": actor.schedule(actor.steps),
+            "dataset_size": len(self.dataset),
+            "dataset_bytes": self.dataset.nbytes,
+            "holdout_accuracy": self.learner.last_metrics.get("distill/holdout_accuracy"),
+        }
+
+    def _counts(self) -> str:
+        return f"{self.actor.labels:,} labels, {super()._counts()}"

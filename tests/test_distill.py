@@ -1,0 +1,319 @@
+"""algo: distill: the soft cross-entropy, the aggregated dataset (bound, weighting,
+checkpoint), a real run on catch that resumes with its dataset, evaluate and export on it,
+`--init-from` into PPO and DQN, and learning catch from the search teacher."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from oakemu_rl.cli.main import main
+from oakemu_rl.distill import (
+    DATASET_FILE,
+    BetaSchedule,
+    DistillDataset,
+    DistillExperimentConfiguration,
+    soft_cross_entropy,
+)
+from oakemu_rl.dqn.config import DQNExperimentConfiguration
+from oakemu_rl.experiments.distill_experiment import DistillExperiment
+from oakemu_rl.experiments.dqn_experiment import DQNExperiment
+from oakemu_rl.experiments.evaluation import find_checkpoint
+from oakemu_rl.experiments.experiment import INIT_FROM_FILE
+from oakemu_rl.experiments.ppo_experiment import PPOExperiment
+from oakemu_rl.ppo.config import PPOExperimentConfiguration
+from oakemu_rl.runtime.checkpoints import CheckpointFile
+from oakemu_rl.runtime.config_base import ConfigError
+from oakemu_rl.runtime.state_adapter import MODEL_FILE
+
+RAM = {"type": "ram", "ram": ["ball_x", "ball_y", "paddle_x"], "frame_stack": 1}
+QUIET = {"tensorboard": False, "console": False}
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+# -- the pieces ---------------------------------------------------------------------------
+
+
+def test_soft_cross_entropy_matches_a_hand_computation() -> None:
+    logits = torch.tensor([[1.0, 2.0, 0.0], [0.5, -1.0, 3.0]])
+    targets = torch.tensor([[0.25, 0.75, 0.0], [0.0, 0.0, 1.0]])
+    expected = []
+    for row, target in zip(logits.tolist(), targets.tolist(), strict=True):
+        norm = math.log(sum(math.exp(x) for x in row))
+        expected.append(-sum(t * (x - norm) for x, t in zip(row, target, strict=True)))
+    loss = soft_cross_entropy(logits, targets)
+    assert float(loss) == pytest.approx(sum(expected) / 2, rel=1e-6)
+    weighted = soft_cross_entropy(logits, targets, torch.tensor([3.0, 1.0]))
+    assert float(weighted) == pytest.approx((3 * expected[0] + expected[1]) / 4, rel=1e-6)
+    # Its minimum is the target's entropy, where the policy equals the target.
+    target = torch.tensor([[0.2, 0.3, 0.5]])
+    entropy = -float((target * target.log()).sum())
+    assert float(soft_cross_entropy(target.log(), target)) == pytest.approx(entropy, rel=1e-6)
+    # An action with no target mass adds nothing, even at a masked (-inf) logit.
+    masked = torch.tensor([[0.0, 0.0, float("-inf")]])
+    assert float(soft_cross_entropy(masked, torch.tensor([[0.5, 0.5, 0.0]]))) == pytest.approx(
+        math.log(2), rel=1e-6
+    )
+
+
+def test_beta_decays_linearly_then_stays() -> None:
+    schedule = BetaSchedule(1.0, 0.1, 100)
+    assert schedule(0) == 1.0
+    assert schedule(50) == pytest.approx(0.55)
+    assert schedule(100) == pytest.approx(0.1) and schedule(10**6) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="beta start"):
+        BetaSchedule(1.5, 0.0, 10)
+
+
+def _filled(count: int, capacity: int = 10, weight: float = 4.0) -> DistillDataset:
+    entry = 3 + 3 * 4 + 2  # a (3,) uint8 observation, 3 float32 target entries, 2 flags
+    dataset = DistillDataset(
+        entry * capacity + entry - 1, (3,), np.uint8, 3, critical_weight=weight
+    )
+    for i in range(count):
+        target = np.eye(3, dtype=np.float32)[i % 3]
+        dataset.add(np.full(3, i, dtype=np.uint8), target, holdout=i % 5 == 4)
+    return dataset
+
+
+def test_the_dataset_stays_within_its_bytes_evicting_the_oldest() -> None:
+    dataset = _filled(25)
+    assert dataset.capacity == 10 and len(dataset) == 10 and dataset.added == 25
+    assert dataset.nbytes <= dataset.max_bytes
+    assert sorted(dataset.state_dict()["observations"][:, 0].tolist()) == list(range(15, 25))
+    assert dataset.holdouts == 2 and dataset.trainable == 8  # ids 19 and 24
+    # Evicted ids are ignored; held-out ones are marked but never counted or drawn.
+    assert dataset.mark_critical([3, 14, 15, 16, 19]) == 3
+    assert dataset.criticals == 2
+    with pytest.raises(ValueError, match="holds no state of 17 bytes"):
+        DistillDataset(16, (3,), np.uint8, 3)
+
+
+def test_critical_states_are_drawn_by_their_weight_and_holdouts_never() -> None:
+    dataset = _filled(10)  # ids 0-9; 4 and 9 held out
+    dataset.mark_critical([0, 1])
+    batch = dataset.sample(40_000, np.random.default_rng(0))
+    assert batch is not None
+    drawn = batch.observations[:, 0]
+    assert not np.isin(drawn, [4, 9]).any()
+    # 2 critical states of weight 4 and 6 others of weight 1: 8/14 of the draws.
+    assert batch.critical.mean() == pytest.approx(8 / 14, abs=0.01)
+    counts = np.bincount(drawn, minlength=10)
+    assert counts[0] / counts[2] == pytest.approx(4.0, rel=0.1)
+    held = dataset.holdout(10, np.random.default_rng(0))
+    assert held is not None and sorted(held[0][:, 0].tolist()) == [4, 9]
+
+
+def test_the_dataset_survives_a_checkpoint_file_round_trip(tmp_path: Path) -> None:
+    dataset = _filled(23)
+    dataset.mark_critical([20, 21])
+    file = CheckpointFile.from_numpy(DATASET_FILE, dataset.state_dict())
+    (tmp_path / DATASET_FILE).write_bytes(file.data)
+    with np.load(tmp_path / DATASET_FILE, allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    restored = _filled(0)
+    restored.load_state_dict(arrays)
+    for key, value in dataset.state_dict().items():
+        np.testing.assert_array_equal(restored.state_dict()[key], value)
+    assert (restored.added, restored.criticals, restored.holdouts) == (23, 2, 2)
+    one, two = (d.sample(64, np.random.default_rng(5)) for d in (dataset, restored))
+    assert one is not None and two is not None
+    np.testing.assert_array_equal(one.observations, two.observations)
+    # A smaller dataset keeps the newest states.
+    small = _filled(0, capacity=4)
+    small.load_state_dict(arrays)
+    assert sorted(small.state_dict()["observations"][:, 0].tolist()) == [19, 20, 21, 22]
+
+
+def test_the_configuration_refuses_what_distill_cannot_do() -> None:
+    with pytest.raises(ConfigError, match="gym:CartPole-v1 is a Gymnasium env"):
+        DistillExperimentConfiguration.from_dict({"game": "gym:CartPole-v1"})
+    with pytest.raises(ConfigError, match=r"env\.allowed_actions"):
+        DistillExperimentConfiguration.from_dict({"env": {"allowed_actions": [0, 1]}})
+    with pytest.raises(ConfigError, match=r"distill\.beta_start"):
+        DistillExperimentConfiguration.from_dict({"distill": {"beta_start": 1.5}})
+    with pytest.raises(ConfigError, match=r"distill\.critical_weight"):
+        DistillExperimentConfiguration.from_dict({"distill": {"critical_weight": 0.5}})
+
+
+def test_config_show_lists_every_distill_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "show", "--algo", "distill"]) == 0
+    out = capsys.readouterr().out
+    assert "algo: distill" in out and "# Preset: distill/catch" in out
+    for name in DistillExperimentConfiguration.model_fields["distill"].annotation.model_fields:  # type: ignore[union-attr]
+        assert f"\n  {name}: " in out
+    assert main(["train", "--algo", "distill", "--game", "gym:CartPole-v1"]) == 2
+    assert "is a Gymnasium env" in capsys.readouterr().err
+
+
+# -- a real run ---------------------------------------------------------------------------
+
+
+def _cheap_config(**overrides: Any) -> DistillExperimentConfiguration:
+    """catch from RAM with a short, narrow teacher (a label costs about 20 emulator steps)."""
+    data: dict[str, Any] = {
+        "game": "catch",
+        "seed": 3,
+        "total_steps": 40,
+        "torch_threads": 1,
+        "env": {"num_envs": 2, "backend": "inline", "observation": RAM},
+        "model": {"input_scale": 0.03125},
+        "distill": {
+            "horizon": 2,
+            "width": 2,
+            "learning_starts": 8,
+            "batch_size": 8,
+            "updates_per_step": 1.0,
+            "beta_decay_steps": 40,
+            "holdout_fraction": 0.2,
+            "critical_steps": 4,
+            "eval_every_updates": 5,
+        },
+        "tester": {"enabled": False},
+        "checkpoint": {"every_steps": 20},
+        "logging": QUIET,
+    }
+    for key, value in overrides.items():
+        data[key] = {**data[key], **value} if isinstance(value, dict) else value
+    return DistillExperimentConfiguration.from_dict(data)
+
+
+@pytest.fixture(scope="module")
+def distill_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A distill run of 40 steps on catch, resumed to 60."""
+    run_dir = tmp_path_factory.mktemp("distill") / "run"
+    summary = DistillExperiment(_cheap_config(), run_dir, print_fn=_quiet).run()
+    assert summary["steps"] == 40 and summary["labels"] == 40 + 2  # two resets at the end
+    return run_dir
+
+
+def test_a_distill_run_resumes_with_its_dataset(distill_run: Path) -> None:
+    saved = find_checkpoint(distill_run).load_numpy(DATASET_FILE)
+    assert len(saved["observations"]) == int(saved["added"]) > 40
+    assert saved["observations"].dtype == np.uint8 and saved["targets"].shape[1] == 3
+    resumed = DistillExperiment.from_run_dir(distill_run, total_steps=60, print_fn=_quiet)
+    resumed.build()
+    for key, value in resumed.dataset.state_dict().items():
+        np.testing.assert_array_equal(value, saved[key])
+    assert resumed.actor.labels == int(saved["added"]) and resumed.learner.updates > 0
+    summary = resumed.run()
+    assert summary["steps"] == 60 and summary["resumed_from_step"] == 40
+    assert summary["dataset_size"] == summary["labels"] > int(saved["added"])
+    assert summary["init_from"] is None
+
+
+def test_evaluate_and_export_a_distill_run(
+    distill_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    args = ["evaluate", str(distill_run), "--episodes", "2", "--json"]
+    assert main(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["episodes"] == 2 and result["step"] == 60
+    assert main(["evaluate", str(distill_run), "--epsilon", "0.1"]) == 2
+    assert "a distill agent plays its policy" in capsys.readouterr().err
+    out = tmp_path / "student.onnx"
+    assert main(["export", str(distill_run), "--out", str(out)]) == 0
+    assert out.stat().st_size > 0
+
+
+def _student(run_dir: Path) -> dict[str, torch.Tensor]:
+    weights: dict[str, torch.Tensor] = find_checkpoint(run_dir, best=True).load_torch(MODEL_FILE)[
+        "learner"
+    ]
+    return weights
+
+
+def test_init_from_loads_the_student_into_ppo(distill_run: Path, tmp_path: Path) -> None:
+    config = PPOExperimentConfiguration.from_dict(
+        {
+            "game": "catch",
+            "total_steps": 64,
+            "env": {"num_envs": 2, "backend": "inline", "observation": RAM},
+            "model": {"input_scale": 0.03125},
+            "logging": QUIET,
+        }
+    )
+    experiment = PPOExperiment(config, tmp_path / "ppo", print_fn=_quiet, init_from=distill_run)
+    try:
+        experiment.build()
+        student = _student(distill_run)
+        for model in (experiment.learner_model, experiment.actor_model):
+            for name, tensor in model.state_dict().items():
+                torch.testing.assert_close(tensor, student[name], rtol=0, atol=0)
+        record = json.loads((tmp_path / "ppo" / INIT_FROM_FILE).read_text())
+        assert record["run"] == str(distill_run.resolve()) and "whole network" in record["loaded"]
+    finally:
+        experiment.close()
+    wider = config.model_copy(
+        update={"model": config.model.model_copy(update={"cnn_features": 8, "mlp_hidden": [32]})}
+    )
+    with pytest.raises(ConfigError, match="does not match this run's model"):
+        PPOExperiment(wider, tmp_path / "ppo2", print_fn=_quiet, init_from=distill_run).build()
+    assert not (tmp_path / "ppo2").exists()
+
+
+def test_init_from_copies_the_student_torso_into_dqn(distill_run: Path, tmp_path: Path) -> None:
+    config = DQNExperimentConfiguration.from_dict(
+        {
+            "game": "catch",
+            "total_steps": 64,
+            "env": {"num_envs": 2, "backend": "inline", "observation": RAM},
+            "model": {"mlp_hidden": [64, 64]},
+            "logging": QUIET,
+        }
+    )
+    experiment = DQNExperiment(config, tmp_path / "dqn", print_fn=_quiet, init_from=distill_run)
+    try:
+        experiment.build()
+        student = _student(distill_run)
+        torso = [name for name in student if name.startswith("torso.")]
+        assert len(torso) == 4
+        for model in (experiment.learner_model, experiment.actor_model, experiment.target_model):
+            weights = model.state_dict()
+            for name in torso:
+                torch.testing.assert_close(weights[name], student[name], rtol=0, atol=0)
+        record = json.loads((tmp_path / "dqn" / INIT_FROM_FILE).read_text())
+        assert record["loaded"].startswith("4 of the student's 4 torso tensors")
+    finally:
+        experiment.close()
+    narrow = config.model_copy(
+        update={"model": config.model.model_copy(update={"mlp_hidden": [16]})}
+    )
+    with pytest.raises(ConfigError, match="none of the student's 4 torso tensors"):
+        DQNExperiment(narrow, tmp_path / "dqn2", print_fn=_quiet, init_from=distill_run).build()
+
+
+def test_train_init_from_records_the_student_in_the_summary(
+    distill_run: Path, tmp_path: Path
+) -> None:
+    config = PPOExperimentConfiguration.from_dict(
+        {
+            "game": "catch",
+            "total_steps": 32,
+            "env": {"num_envs": 2, "backend": "inline", "observation": RAM},
+            "model": {"input_scale": 0.03125},
+            "ppo": {"rollout_steps": 16, "minibatches": 2},
+            "tester": {"enabled": False},
+            "logging": QUIET,
+        }
+    )
+    path = tmp_path / "ppo.yaml"
+    path.write_text(config.to_yaml())
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(path), "--run-dir", str(run_dir), "--quiet"]
+    assert main([*args, "--init-from", str(distill_run)]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["init_from"]["run"] == str(distill_run.resolve())
+    assert main(["train", "--resume", str(run_dir), "--init-from", str(distill_run)]) == 2
+    with pytest.raises(ConfigError, match="is a ppo run; a run starts from the student"):
+        PPOExperiment(config, tmp_path / "again", init_from=run_dir)
