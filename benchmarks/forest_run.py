@@ -21,6 +21,12 @@ Variants:
     dqn+restarts          ... with a restart pool drawn by failure, progress by sector
     dqn+restarts+demos    ... and the search demonstrations (DQfD, backplay, restarts)
     ppo+restarts+demos    PPO with the same restarts and demonstrations (BC, backplay)
+    distill               the search teacher distilled into the network (DAgger: the
+                          teacher labels every state the envs reach, it acts with a
+                          probability beta that decays, the student learns the soft
+                          targets by cross-entropy)
+    distill+ppo           distill for half the budget, then PPO from the distilled student
+                          (`train --init-from`) for the other half
 """
 
 from __future__ import annotations
@@ -49,12 +55,30 @@ RESTARTS: dict[str, Any] = {
     }
 }
 OBSERVATION = {"env": {"observation": {"type": "attributes", "frame_stack": 2}}}
+DISTILL: dict[str, Any] = {
+    "env": {"num_envs": 4, "observation": {"type": "attributes", "frame_stack": 2}},
+    # The teacher that won a game with no life lost (horizon 12, width 8); labels cost about
+    # 570 emulator steps each, so the learner makes several updates per label.
+    "distill": {
+        "horizon": 12,
+        "width": 8,
+        "beta_decay_steps": 8_000,
+        "updates_per_step": 2.0,
+        "batch_size": 128,
+    },
+    # A labelled step is slow (about 5 a second on 2 cores): evaluate by steps accordingly.
+    "tester": {"every_steps": 2_000, "episodes": 10},
+}
 VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "dqn": ("dqn", {}, False),
     "dqn+restarts": ("dqn", RESTARTS, False),
     "dqn+restarts+demos": ("dqn", RESTARTS, True),
     "ppo+restarts+demos": ("ppo", RESTARTS | OBSERVATION, True),
+    "distill": ("distill", DISTILL, False),
+    "distill+ppo": ("ppo", {"env": DISTILL["env"]}, False),
 }
+INIT_FROM = {"distill+ppo": "distill"}
+"""Variants that start from another variant's run (trained for half the budget first)."""
 
 
 def make_demos(out: Path, episodes: int) -> dict[str, Any]:
@@ -74,23 +98,29 @@ def make_demos(out: Path, episodes: int) -> dict[str, Any]:
 def train(
     name: str, seed: int, minutes: float, demos: Path, root: Path
 ) -> tuple[Path, dict[str, Any]]:
-    algo, settings, with_demos = VARIANTS[name]
+    algo, settings, with_demos = VARIANTS[name.removesuffix("-half")]
     run_dir = root / f"{name.replace('+', '_')}-seed{seed}"
-    config = dict(settings) | {
+    if (run_dir / "summary.json").is_file():  # trained by an earlier, interrupted call
+        return run_dir, json.loads((run_dir / "summary.json").read_text())
+    init_from: Path | None = None
+    if name in INIT_FROM:
+        minutes /= 2
+        init_from, _ = train(INIT_FROM[name] + "-half", seed, minutes, demos, root)
+    config = {
         "algo": algo,
         "game": "forest_run",
         "total_steps": 10_000_000,
         "max_time_s": minutes * 60,
         "tester": {"every_steps": 25_000, "episodes": 10},
-    }
-    if (run_dir / "summary.json").is_file():  # trained by an earlier, interrupted call
-        return run_dir, json.loads((run_dir / "summary.json").read_text())
+    } | dict(settings)
     config_path = root / f"{run_dir.name}.yaml"
     config_path.write_text(yaml.safe_dump(config))
     command = [*OAKEMU_RL, "train", "--config", str(config_path), "--seed", str(seed)]
     command += ["--run-dir", str(run_dir), "--quiet"]
     if with_demos:
         command += ["--demos", str(demos)]
+    if init_from is not None:
+        command += ["--init-from", str(init_from)]
     subprocess.run(command, check=True, capture_output=True)
     summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
     return run_dir, summary
