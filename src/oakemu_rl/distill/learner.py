@@ -40,8 +40,9 @@ class DistillLearner(LearnerThread):
     Consumes minibatches of labelled states (`DistillDataset.sample`, critical states
     weighted up); produces weights, published through the ThreadSafeModel after each
     update, and scalars: ``distill/loss`` (the mean soft cross-entropy since the last
-    log), ``distill/holdout_accuracy`` (the share of held-out states on which the
-    student's most likely action is one the teacher rates best), ``train/updates``,
+    log; also as ``train/loss``), ``distill/holdout_accuracy`` (the share of held-out
+    states on which the student's most likely action is one the teacher rates best),
+    ``train/updates``,
     ``train/learning_rate`` and ``perf/updates_per_s``, every `distill.eval_every_updates`
     updates.
 
@@ -178,8 +179,10 @@ class DistillLearner(LearnerThread):
         now, (mark_time, mark_updates) = time.monotonic(), self._rate_mark
         self._rate_mark = (now, self.updates)
         step = self._env_steps()
+        loss = float(torch.stack(self._losses).mean()) if self._losses else 0.0
         metrics = {
-            "distill/loss": float(torch.stack(self._losses).mean()) if self._losses else 0.0,
+            "distill/loss": loss,
+            "train/loss": loss,  # the learner's loss of every algorithm (`oakemu-rl plot`)
             "train/updates": float(self.updates),
             "train/learning_rate": float(self.optimizer.param_groups[0]["lr"]),
             "perf/updates_per_s": (self.updates - mark_updates) / max(1e-9, now - mark_time),
