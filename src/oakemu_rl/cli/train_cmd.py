@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .arguments import non_negative_int, positive_int, ray_address
+from .arguments import non_negative_int, positive_float, positive_int, ray_address
 from .errors import UsageError
 from .process_setup import keep_freed_memory
 
@@ -32,6 +32,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     parser.add_argument("--config", type=Path, help="YAML configuration file")
     parser.add_argument("--steps", type=positive_int, help="total env steps of the run")
+    parser.add_argument(
+        "--minutes",
+        type=positive_float,
+        help="train for this many minutes of wall clock (sets max_time_s; without --steps "
+        "the clock alone is the budget, and schedules over the run anneal over it), then "
+        "write the final checkpoint and evaluation",
+    )
     parser.add_argument("--run-dir", type=Path, help="where the run's files go")
     parser.add_argument("--seed", type=non_negative_int, help="random seed")
     parser.add_argument(
@@ -101,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
                     ("--config", args.config),
                     ("--game", args.game),
                     ("--seed", args.seed),
+                    ("--minutes", args.minutes),
                     ("--run-dir", args.run_dir),
                     ("--demos", args.demos),
                     ("--ray-address", args.ray_address),
@@ -124,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             config = load_config(args.algo, args.config, args.game)
             config = config.with_overrides(total_steps=args.steps, seed=args.seed)
+            if args.minutes is not None:
+                config = with_minutes(config, args.minutes, steps_given=args.steps is not None)
             if args.demos:
                 config = with_demos(config, args.demos)
             config = with_workers(config, args.ray_address, args.num_workers)
@@ -160,6 +170,21 @@ def run(args: argparse.Namespace) -> int:
     ) as exc:
         raise UsageError(str(exc)) from None
     return 0
+
+
+CLOCK_BUDGET_STEPS = 10**12
+"""The step budget of a run that `--minutes` alone budgets: out of reach, so the clock ends it."""
+
+
+def with_minutes(
+    config: ExperimentConfiguration, minutes: float, *, steps_given: bool
+) -> ExperimentConfiguration:
+    """`config` budgeted in wall-clock minutes: `max_time_s`; without `--steps`, a step
+    budget out of reach, so the clock alone ends the run."""
+    changes: dict[str, Any] = {"max_time_s": minutes * 60}
+    if not steps_given:
+        changes["total_steps"] = CLOCK_BUDGET_STEPS
+    return config.with_overrides(**changes)
 
 
 def with_demos(config: ExperimentConfiguration, paths: list[Path]) -> ExperimentConfiguration:

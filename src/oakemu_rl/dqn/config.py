@@ -111,7 +111,10 @@ class ReplaySettings(_Section):
     alpha: float = Field(0.6, ge=0, description="Priority exponent.")
     beta_start: float = Field(0.4, ge=0, le=1, description="Importance-weight exponent at start.")
     beta_steps: int | None = Field(
-        None, ge=1, description="Env steps over which beta reaches 1 (None: the whole run)."
+        None,
+        ge=1,
+        description="Env steps over which beta reaches 1 (None: the run's budget, "
+        "total_steps or max_time_s, whichever runs out first).",
     )
     priority_eps: float = Field(1e-6, gt=0, description="Added to |TD error| for priorities.")
     n_step: int = Field(3, ge=1, description="Steps of the n-step return.")

@@ -116,8 +116,12 @@ class Learner(LearnerThread):
     def beta(self, step: int) -> float:
         """The importance-weight exponent at env step `step`."""
         replay = self.context.config.replay
-        horizon = replay.beta_steps or self.context.config.total_steps
-        return min(1.0, replay.beta_start + (1.0 - replay.beta_start) * step / max(1, horizon))
+        used = (
+            min(1.0, step / replay.beta_steps)
+            if replay.beta_steps
+            else self.context.budget_used(step)
+        )
+        return replay.beta_start + (1.0 - replay.beta_start) * used
 
     def update(self) -> dict[str, float]:
         """One gradient step; returns the loss, mean Q and mean |TD error| (and the

@@ -466,6 +466,7 @@ class Experiment(ABC, Generic[ConfigT]):
             run_dir=self.run_dir,
             metrics=self.metrics,
             seed=self.config.seed,
+            session_clock=lambda: time.monotonic() - self._session_start,
         )
         return opened.resume_from
 

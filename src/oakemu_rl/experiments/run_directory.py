@@ -155,6 +155,7 @@ def open_run_directory(
             config.total_steps,
             interval=config.logging.console_interval_s,
             initial_step=checkpoint.step if checkpoint else 0,
+            time_limit_s=config.max_time_s,
         )
         sinks.append(console)
     return OpenedRun(checkpoints, checkpoint, MultiSink(sinks), console, tensorboard_dir)

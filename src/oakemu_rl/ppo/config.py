@@ -56,7 +56,9 @@ class PPOSettings(_Section):
     )
     learning_rate: float = Field(1e-3, gt=0, description="Adam learning rate at the start.")
     anneal_lr: bool = Field(
-        True, description="Anneal the learning rate linearly to 0 over total_steps."
+        True,
+        description="Anneal the learning rate linearly to 0 over the run's budget: "
+        "total_steps, or max_time_s where that runs out first.",
     )
     adam_eps: float = Field(1e-5, gt=0, description="Adam epsilon.")
     gamma: float = Field(0.99, ge=0, le=1, description="Discount factor.")

@@ -120,7 +120,7 @@ class PPOLearner(LearnerThread):
         lr = self.settings.learning_rate * self.lr_scale
         if self.settings.anneal_lr:
             done = max(0, env_steps - self.config.rollout_size)
-            lr *= max(0.0, 1.0 - done / self.config.total_steps)
+            lr *= 1.0 - self.context.budget_used(done)
         return lr
 
     def set_lr_scale(self, scale: float) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -36,6 +37,9 @@ class RuntimeContext(Generic[C]):
     """Torch intra-op threads for every thread of the run (0: leave torch's default)."""
     demonstrations: DemonstrationSet | None = None
     """The run's demonstrations (`demos.paths`), loaded and checked; None without any."""
+    session_clock: Callable[[], float] | None = None
+    """Seconds this session of the run has trained (what `max_time_s` limits); None: the
+    budget is in steps only."""
     rng: np.random.Generator = field(init=False)
 
     def __post_init__(self) -> None:
@@ -43,6 +47,19 @@ class RuntimeContext(Generic[C]):
         self._errors: list[BaseException] = []
         self._stop_reason: str | None = None
         self._lock = threading.Lock()
+
+    def budget_used(self, steps: int) -> float:
+        """How much of the run's budget is spent at env step `steps`, from 0 to 1: the
+        larger of the steps' share of `total_steps` and, with `max_time_s`, the session
+        time's share of it. Schedules over "the run" (PPO's learning-rate annealing,
+        prioritized replay's beta) follow it, so that a run budgeted in minutes anneals
+        over its minutes."""
+        config: Any = self.config
+        used = steps / max(1, config.total_steps)
+        limit = config.max_time_s
+        if limit is not None and self.session_clock is not None:
+            used = max(used, self.session_clock() / limit)
+        return float(min(1.0, max(0.0, used)))
 
     def spawn_rng(self, name: str) -> np.random.Generator:
         """A generator of its own for the component `name`."""

@@ -168,7 +168,8 @@ class ConsoleSink:
 
     On a terminal it is a live rich progress bar; otherwise (logs, CI) it prints
     one line every `interval` seconds. Scalars are only remembered here; the
-    display is refreshed by `update(step)`.
+    display is refreshed by `update(step)`. With `time_limit_s` (a run budgeted in
+    wall-clock time) the bar shows whichever budget is further spent, steps or minutes.
     """
 
     def __init__(
@@ -179,8 +180,11 @@ class ConsoleSink:
         console: Console | None = None,
         live: bool | None = None,
         initial_step: int = 0,
+        time_limit_s: float | None = None,
     ) -> None:
         self.total_steps = total_steps
+        self.time_limit_s = time_limit_s
+        self._started = time.monotonic()
         self.interval = interval
         self.console = console or Console(stderr=False)
         self._latest: dict[str, float] = {}
@@ -198,17 +202,32 @@ class ConsoleSink:
             from rich.text import Text
 
             self._progress = Progress(
-                TextColumn("[bold]{task.completed:>9,.0f}/{task.total:,.0f} steps"),
+                TextColumn("[bold]{task.fields[done]}"),
                 BarColumn(bar_width=30),
                 TimeRemainingColumn(),
                 console=self.console,
             )
-            self._task = self._progress.add_task("", total=total_steps, completed=initial_step)
+            self._task = self._progress.add_task(
+                "", total=1.0, completed=self._fraction(initial_step), done=self._done(initial_step)
+            )
             self._text = Text("")
             self._display = Live(
                 Group(self._progress, self._text), console=self.console, refresh_per_second=4
             )
             self._display.start()
+
+    def _fraction(self, step: int) -> float:
+        used = step / max(1, self.total_steps)
+        if self.time_limit_s is not None:
+            used = max(used, (time.monotonic() - self._started) / self.time_limit_s)
+        return min(1.0, used)
+
+    def _done(self, step: int) -> str:
+        """'1,234/60,000 steps', or with a time limit '1,234 steps, 2.5/30 min'."""
+        if self.time_limit_s is None:
+            return f"{step:>9,}/{self.total_steps:,} steps"
+        minutes = (time.monotonic() - self._started) / 60
+        return f"{step:>9,} steps, {minutes:.1f}/{self.time_limit_s / 60:g} min"
 
     def scalar(self, name: str, value: float, step: int) -> None:
         with self._lock:
@@ -227,13 +246,13 @@ class ConsoleSink:
     def update(self, step: int, *, force: bool = False) -> None:
         """Refresh the display at `step`."""
         if self._progress is not None:
-            self._progress.update(self._task, completed=step)
+            self._progress.update(self._task, completed=self._fraction(step), done=self._done(step))
             self._text.plain = self.headline()
             return
         now = time.monotonic()
         if force or now - self._last_print >= self.interval:
             self._last_print = now
-            print(f"step {step:>9,}/{self.total_steps:,}  {self.headline()}", flush=True)
+            print(f"step {self._done(step).strip()}  {self.headline()}", flush=True)
 
     def message(self, text: str) -> None:
         """Print a line above the progress display."""
