@@ -329,6 +329,7 @@ def test_train_init_from_records_the_student_in_the_summary(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # about 600 labels of 0.2-0.3 s on 2 workers; longer on a busy machine
 def test_distill_learns_catch_from_the_search_teacher(tmp_path: Path) -> None:
     """The shipped preset (teacher horizon 16, width 8; RAM observation; beta from 1 to 0
     over 300 steps) on 2 worker processes, for LEARN_STEPS env steps: the greedy student
