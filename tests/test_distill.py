@@ -149,6 +149,8 @@ def test_the_configuration_refuses_what_distill_cannot_do() -> None:
         DistillExperimentConfiguration.from_dict({"distill": {"beta_start": 1.5}})
     with pytest.raises(ConfigError, match=r"distill\.critical_weight"):
         DistillExperimentConfiguration.from_dict({"distill": {"critical_weight": 0.5}})
+    with pytest.raises(ConfigError, match="episodic_life: distill has no bootstrapped"):
+        DistillExperimentConfiguration.from_dict({"episodic_life": True})
 
 
 def test_config_show_lists_every_distill_setting(capsys: pytest.CaptureFixture[str]) -> None:

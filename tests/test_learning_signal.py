@@ -5,12 +5,14 @@ real emulator."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -207,6 +209,26 @@ def test_episodic_life_needs_lives(tmp_path: Path) -> None:
             experiment.trainer.run()
     finally:
         experiment.close()
+
+
+def test_episodic_life_on_a_game_without_lives_is_refused_before_it_starts(
+    write_game: Callable[..., Path], tmp_path: Path
+) -> None:
+    game = write_game()
+    spec = yaml.safe_load(game.read_text())
+    del spec["data"]["lives"]
+    game.write_text(yaml.safe_dump(spec, sort_keys=False))
+    config = DQNExperimentConfiguration.from_dict({
+        "game": str(game),
+        "total_steps": 50,
+        "episodic_life": True,
+        "env": {"num_envs": 1, "backend": "inline"},
+        "tester": {"enabled": False},
+        "logging": {"console": False, "tensorboard": False},
+    })  # fmt: skip
+    with pytest.raises(ConfigError, match=r"episodic_life: .*counter\.yaml has no data variable"):
+        DQNExperiment(config, tmp_path / "run", console=False).build()
+    assert not (tmp_path / "run").exists()
 
 
 def test_replay_n_step_targets_stop_at_a_lost_life() -> None:

@@ -151,6 +151,11 @@ class DistillExperimentConfiguration(ExperimentConfiguration):
                 "reward_shaping: distill learns from the teacher's soft targets, not from "
                 "rewards; leave it empty (the teacher ranks actions by the game's own reward)"
             )
+        if self.episodic_life:
+            raise ValueError(
+                "episodic_life: distill has no bootstrapped targets for a lost life to end "
+                "(the teacher already weighs lost lives); set it to false"
+            )
         if self.demos.paths and self.demos.learn:
             raise ValueError(
                 "demos.learn: distill learns from its teacher, not from demonstrated actions; "

@@ -396,6 +396,11 @@ class Experiment(ABC, Generic[ConfigT]):
                 f"restart_pool.progress_variable: {progress!r} is not a data variable of "
                 f"{game.path}; defined: {', '.join(game.spec.data)}"
             )
+        if config.episodic_life and "lives" not in game.spec.data:
+            raise ConfigError(
+                f"episodic_life: {game.path} has no data variable 'lives' to lose; define one "
+                "in the game YAML or set episodic_life: false"
+            )
         return game.name, game_file_label(game), game_sha256(game.path)
 
     def _write_trajectories(self) -> None:
