@@ -21,7 +21,7 @@ train: $(STAMP)
 	$(VENV)/bin/oakemu-rl train
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q --durations=10
 
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(VENV)/bin/python -m pytest -q tests/test_fuzz.py
