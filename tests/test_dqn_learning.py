@@ -46,11 +46,23 @@ def test_dqn_solves_cartpole(seed: int, tmp_path: Path) -> None:
 
 
 def catch_config(**overrides: Any) -> DQNExperimentConfiguration:
+    """DQN on catch seeing what the shipped catch preset sees (the attribute colours), with
+    epsilon down to its floor by 6,000 of the 8,000 steps. Final scores measured with this
+    budget (at most 9 blocks fall in a 300-step episode): 9.0, 8.7, 8.6, 8.6, 9.0, 8.8 and
+    9.0 on seeds 0, 1, 1, 1, 2, 3 and 4, against random baselines of 0.8 to 2.2 (with 6,000
+    steps, 6.7 on seed 3 against 1.3). The default observation (one plane per colour, 9x
+    the bytes) makes the same run about 1.5x as long."""
     data: dict[str, Any] = {
         "game": "catch",
-        "total_steps": 10_000,
+        "total_steps": 8_000,
         "seed": 1,
-        "env": {"num_envs": 8, "num_workers": 2},
+        "env": {
+            "num_envs": 8,
+            "num_workers": 2,
+            "observation": {"type": "attributes", "attribute_encoding": "colours"},
+        },
+        "learner": {"learning_starts": 1_000},
+        "exploration": {"decay_steps": 6_000},
         # 300-step evaluation episodes: a trained agent would otherwise play up to 2,000.
         "tester": {
             "every_steps": 10**6,
