@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DistillActor", "teacher_agrees"]
 
-StepHook = Callable[[int], None]
 
 #: A target entry this close to the largest counts as one of the teacher's best actions.
 _TIE = 1e-6
@@ -105,7 +104,6 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
             deque(maxlen=settings.critical_steps) for _ in range(num_envs)
         ]
         self._next_label: list[dict[str, Any] | None] = [None] * num_envs
-        self._hooks: list[tuple[int, StepHook]] = []
         self._synced_version = -1
         self.labels = 0
         """States labelled so far (over the run)."""
@@ -113,18 +111,6 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
         """Actions the teacher took so far (over the run)."""
         self._window = {"labels": 0.0, "seconds": 0.0, "agreed": 0.0, "judged": 0.0}
         self._window_start = time.monotonic()
-
-    def add_step_hook(self, every: int, hook: StepHook) -> None:
-        """Call `hook(step)` on the actor thread whenever the step count reaches a multiple
-        of `every` (between two results: the dataset is not changing)."""
-        if every < 1:
-            raise ValueError("every must be at least 1")
-        self._hooks.append((every, hook))
-
-    def _on_step_done(self, step: int) -> None:
-        for every, hook in self._hooks:
-            if step % every == 0:
-                hook(step)
 
     # -- labels ---------------------------------------------------------------------------
 

@@ -27,8 +27,6 @@ from .replay_writer import ReplayWriter
 if TYPE_CHECKING:
     from ..envs.multi_env import OakEmuMultiEnv, StepResult
 
-StepHook = Callable[[int], None]
-
 
 class Trainer(ActorBase[DQNExperimentConfiguration, int]):
     """Trainer component responsible for interacting with the environment and collecting
@@ -87,7 +85,6 @@ class Trainer(ActorBase[DQNExperimentConfiguration, int]):
         self._frozen = 0
         self._freeze_lock = threading.RLock()
         self._freeze_depth = 0
-        self._hooks: list[tuple[int, StepHook]] = []
 
     # -- properties -----------------------------------------------------------------------
 
@@ -162,20 +159,6 @@ class Trainer(ActorBase[DQNExperimentConfiguration, int]):
         with self.freeze_replay_pipeline():
             self._replay_writer.set_buffer(replay_buffer)
             self._replay_buffer = replay_buffer
-
-    # -- hooks ----------------------------------------------------------------------------
-
-    def add_step_hook(self, every: int, hook: StepHook) -> None:
-        """Call `hook(step)` on the actor thread whenever the step count reaches a multiple
-        of `every` (exactly at that step, between two results)."""
-        if every < 1:
-            raise ValueError("every must be at least 1")
-        self._hooks.append((every, hook))
-
-    def _on_step_done(self, step: int) -> None:
-        for every, hook in self._hooks:
-            if step % every == 0:
-                hook(step)
 
     # -- the algorithm's part of the loop ---------------------------------------------------
 

@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 C = TypeVar("C", bound=ExperimentConfiguration)
 E = TypeVar("E")
 
+StepHook = Callable[[int], None]
+"""Called with the env step count (see `ActorBase.add_step_hook`)."""
+
 EpisodeObserver = Callable[[dict[str, float], int, bool], None]
 """Called with a finished episode's scalars, the env step and whether it was won."""
 
@@ -126,6 +129,7 @@ class ActorBase(ABC, Generic[C, E]):
         self.reward_shaping = RewardShapingPipeline()
         """Shapes each step's reward before the learner sees it (the algorithm sets it)."""
         self._inference: InferenceBatch[E] = InferenceBatch(num_envs)
+        self._step_hooks: list[tuple[int, StepHook]] = []
         self._steps = 0
         self._started = False
         self._perf_mark = (time.monotonic(), 0)
@@ -467,8 +471,19 @@ class ActorBase(ABC, Generic[C, E]):
     def _on_run_end(self) -> None:
         """Called whenever `run` returns or raises, before the envs close."""
 
+    def add_step_hook(self, every: int, hook: StepHook) -> None:
+        """Call `hook(step)` on the actor thread whenever the step count reaches a multiple
+        of `every` (exactly at that step, between two results)."""
+        if every < 1:
+            raise ValueError("every must be at least 1")
+        self._step_hooks.append((every, hook))
+
     def _on_step_done(self, step: int) -> None:
-        """Called after each env step's bookkeeping, with the new step count."""
+        """Called after each env step's bookkeeping, with the new step count: runs the
+        step hooks that fall due."""
+        for every, hook in self._step_hooks:
+            if step % every == 0:
+                hook(step)
 
     def _actor_scalars(self) -> dict[str, float]:
         """The algorithm's own actor scalars, logged every `logging.log_every_steps`."""
