@@ -25,12 +25,13 @@ from oakemu_rl.dqn.config import DQNExperimentConfiguration
 from oakemu_rl.experiments.distill_experiment import DistillExperiment
 from oakemu_rl.experiments.dqn_experiment import DQNExperiment
 from oakemu_rl.experiments.evaluation import find_checkpoint
-from oakemu_rl.experiments.experiment import INIT_FROM_FILE
+from oakemu_rl.experiments.experiment import INIT_FROM_FILE, INIT_STUDENT_DIR
 from oakemu_rl.experiments.ppo_experiment import PPOExperiment
 from oakemu_rl.ppo.config import PPOExperimentConfiguration
 from oakemu_rl.runtime.checkpoints import CheckpointFile
-from oakemu_rl.runtime.config_base import ConfigError
+from oakemu_rl.runtime.config_base import ConfigError, InitAnchorSettings
 from oakemu_rl.runtime.state_adapter import MODEL_FILE
+from oakemu_rl.runtime.student_anchor import StudentAnchor
 
 RAM = {"type": "ram", "ram": ["ball_x", "ball_y", "paddle_x"], "frame_stack": 1}
 QUIET = {"tensorboard": False, "console": False}
@@ -325,6 +326,135 @@ def test_train_init_from_records_the_student_in_the_summary(
     assert main(["train", "--resume", str(run_dir), "--init-from", str(distill_run)]) == 2
     with pytest.raises(ConfigError, match="is a ppo run; a run starts from the student"):
         PPOExperiment(config, tmp_path / "again", init_from=run_dir)
+
+
+# -- the anchor to the student (init_anchor) -----------------------------------------------
+
+
+def test_the_anchor_weight_falls_linearly_and_its_kl_pulls_towards_the_student() -> None:
+    student = torch.nn.Linear(3, 4)
+    anchor = StudentAnchor(student, InitAnchorSettings(coef=2.0, decay_steps=100))
+    assert [anchor.coefficient(s) for s in (0, 25, 100, 500)] == [2.0, 1.5, 0.0, 0.0]
+    observations = torch.randn(16, 3)
+    same = torch.log_softmax(student(observations), dim=-1).detach()
+    assert float(anchor.kl(observations, same)) == pytest.approx(0.0, abs=1e-6)
+    logits = torch.zeros(16, 4, requires_grad=True)
+    before = anchor.kl(observations, torch.log_softmax(logits, dim=-1))
+    before.backward()  # type: ignore[no-untyped-call]
+    assert logits.grad is not None
+    stepped = (logits - 1.0 * logits.grad).detach()
+    after = anchor.kl(observations, torch.log_softmax(stepped, dim=-1))
+    assert 0 < float(after) < float(before.detach())
+    # An action the student never takes (a -inf logit) adds nothing.
+    masked = StudentAnchor(_NeverLast(), InitAnchorSettings())
+    assert math.isfinite(float(masked.kl(observations, torch.log_softmax(logits.detach(), dim=-1))))
+
+
+class _NeverLast(torch.nn.Module):
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(len(observations), 4)
+        logits[:, -1] = -math.inf
+        return logits
+
+
+def _ppo_from_student(anchor: dict[str, Any] | None, steps: int = 64) -> PPOExperimentConfiguration:
+    data: dict[str, Any] = {
+        "game": "catch",
+        "total_steps": steps,
+        "seed": 1,
+        "torch_threads": 1,
+        "env": {"num_envs": 2, "backend": "inline", "observation": RAM},
+        "model": {"input_scale": 0.03125},
+        "ppo": {"rollout_steps": 16, "minibatches": 2, "learning_rate": 0.01},
+        "tester": {"enabled": False},
+        "logging": QUIET,
+    }
+    if anchor is not None:
+        data["init_anchor"] = anchor
+    return PPOExperimentConfiguration.from_dict(data)
+
+
+def _kl_to_student(distill_run: Path, experiment: Any, student: StudentAnchor) -> float:
+    """KL(student || the run's policy) on the states the distill run labelled."""
+    saved = find_checkpoint(distill_run).load_numpy(DATASET_FILE)["observations"]
+    observations = torch.from_numpy(saved)
+    with torch.no_grad():
+        policy = torch.log_softmax(experiment.learner_model(observations), dim=-1)
+    return float(student.kl(observations, policy))
+
+
+def test_an_anchored_ppo_run_stays_near_its_student_and_resumes_anchored(
+    distill_run: Path, tmp_path: Path
+) -> None:
+    kls = {}
+    for coef in (0.0, 20.0):
+        config = _ppo_from_student({"coef": coef, "decay_steps": 10_000})
+        run_dir = tmp_path / f"coef{coef:g}"
+        experiment = PPOExperiment(config, run_dir, print_fn=_quiet, init_from=distill_run)
+        experiment.run()
+        anchor = experiment.context.student_anchor
+        if coef == 0:
+            assert anchor is None and not (run_dir / INIT_STUDENT_DIR).exists()
+            kept = StudentAnchor(PPOExperiment.build_model(config, (3,), 3), InitAnchorSettings())
+            kept.student.load_state_dict(_student(distill_run))
+            kls[coef] = _kl_to_student(distill_run, experiment, kept)
+            continue
+        assert anchor is not None and (run_dir / INIT_STUDENT_DIR).is_dir()
+        step, weight = experiment.memory.history["train/anchor_coef"][0]
+        assert step == 32 and weight == pytest.approx(20.0 * (1 - 32 / 10_000))
+        first_kl = experiment.memory.history["train/anchor_loss"][0][1]
+        assert first_kl < 0.05  # the run starts as the student
+        kls[coef] = _kl_to_student(distill_run, experiment, anchor)
+        resumed = PPOExperiment.from_run_dir(run_dir, total_steps=96, print_fn=_quiet)
+        resumed.run()
+        assert resumed.context.student_anchor is not None
+        assert "train/anchor_loss" in resumed.memory.latest
+    assert kls[20.0] < 0.5 * kls[0.0], kls
+
+
+def test_an_anchored_dqn_run_ranks_the_students_action_first(
+    distill_run: Path, tmp_path: Path
+) -> None:
+    config = DQNExperimentConfiguration.from_dict(
+        {
+            "game": "catch",
+            "total_steps": 200,
+            "torch_threads": 1,
+            "env": {"num_envs": 2, "backend": "inline", "observation": RAM},
+            "model": {"mlp_hidden": [64, 64]},
+            "learner": {
+                "learning_starts": 32,
+                "batch_size": 16,
+                "replay_ratio": 1.0,
+                "learning_rate": 1e-3,
+                "log_every_updates": 10,
+            },
+            "init_anchor": {"coef": 5.0, "decay_steps": 10_000},
+            "tester": {"enabled": False},
+            "logging": QUIET,
+        }
+    )
+    experiment = DQNExperiment(config, tmp_path / "dqn", print_fn=_quiet, init_from=distill_run)
+    experiment.run()
+    # The Q heads start afresh: the margin loss teaches them the student's ranking.
+    agreement = [value for _, value in experiment.memory.history["train/anchor_agreement"]]
+    assert agreement[-1] >= 0.9 and agreement[-1] > agreement[0], agreement
+
+
+def test_init_anchor_is_refused_where_it_would_do_nothing(
+    distill_run: Path, tmp_path: Path
+) -> None:
+    config = _ppo_from_student({"coef": 0.5})
+    with pytest.raises(ConfigError, match="init_anchor: anchors a run started from a distilled"):
+        PPOExperiment(config, tmp_path / "alone", print_fn=_quiet)
+    narrowed = _ppo_from_student(None).model_copy(
+        update={"env": _ppo_from_student(None).env.model_copy(update={"allowed_actions": [0, 1]})}
+    )
+    experiment = PPOExperiment(
+        narrowed, tmp_path / "narrow", print_fn=_quiet, init_from=distill_run
+    )
+    with pytest.raises(ConfigError, match=r"init_anchor\.coef: the student chooses among all"):
+        experiment.build()
 
 
 # -- learning -----------------------------------------------------------------------------

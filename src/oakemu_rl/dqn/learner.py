@@ -1,5 +1,7 @@
 """The DQN learner thread: TD updates on replayed n-step transitions, at the replay ratio
-(with demonstrations, DQfD's large-margin loss on the demonstration rows too)."""
+(with demonstrations, DQfD's large-margin loss on the demonstration rows too; in a run
+started from a distilled student, the same loss towards the student's actions on the
+agent's rows, with a weight that decays: `StudentAnchor`)."""
 
 from __future__ import annotations
 
@@ -159,6 +161,16 @@ class Learner(LearnerThread):
             )
             loss = loss + self.dqfd.margin_coef * margin
             metrics["margin"] = float(margin.detach())
+        anchor = self.context.student_anchor
+        anchor_coef = anchor.coefficient(self._env_steps()) if anchor is not None else 0.0
+        if anchor_coef > 0:
+            assert anchor is not None
+            student = anchor.actions(batch.observations[:agent])
+            margin = large_margin_loss(q_values[:agent], student, self.dqfd.margin, action_mask)
+            loss = loss + anchor_coef * margin
+            metrics["anchor_loss"] = float(margin.detach())
+            agreement = q_values[:agent].detach().argmax(dim=1) == student
+            metrics["anchor_agreement"] = float(agreement.float().mean())
         td_errors = result.td_errors.cpu().numpy()
         self._replay_buffer().update_priorities(
             batch.batch.indices[:agent], td_errors[:agent], batch.batch.generations[:agent]
@@ -246,7 +258,7 @@ class Learner(LearnerThread):
                     continue  # a non-finite loss: the monitor restored an earlier checkpoint
                 self.gate.record_update()
                 for key, value in metrics.items():
-                    self._metrics[key].append(value)
+                    self._metrics.setdefault(key, []).append(value)
                 if self.updates % self.config.log_every_updates == 0:
                     self._log()
         except BaseException as exc:
@@ -270,6 +282,12 @@ class Learner(LearnerThread):
         }
         if self._metrics.get("margin"):
             values["train/margin_loss"] = float(np.mean(self._metrics["margin"]))
+        anchor = self.context.student_anchor
+        if anchor is not None:
+            values["train/anchor_coef"] = anchor.coefficient(step)
+            for key in ("anchor_loss", "anchor_agreement"):
+                if self._metrics.get(key):
+                    values[f"train/{key}"] = float(np.mean(self._metrics[key]))
         if self.context.config.replay.prioritized:
             values["replay/max_priority"] = self._replay_buffer().max_priority
         for key in self._metrics:

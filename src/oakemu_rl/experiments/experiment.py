@@ -47,7 +47,8 @@ from ..runtime.metrics import ConsoleSink, MemorySink, MultiSink
 from ..runtime.progress import progress_bar
 from ..runtime.protocols import LearnerRuntime
 from ..runtime.rollback import RollbackController
-from ..runtime.state_adapter import MODEL_FILE, RestoreMetadata, StateAdapterBase
+from ..runtime.state_adapter import CONFIG_FILE, MODEL_FILE, RestoreMetadata, StateAdapterBase
+from ..runtime.student_anchor import StudentAnchor
 from ..runtime.tester import EvaluationAborted, EvaluationResult, TesterBase, is_better
 from ..runtime.thread_safe_model import ThreadSafeModel
 from ..trajectories.demonstrations import DemonstrationSet
@@ -74,6 +75,10 @@ ROLLBACK_FILE = "rollback.json"
 INIT_FROM_FILE = "init_from.json"
 """Where a run started from a distilled student records which (see `Experiment`'s
 `init_from`); `summary.json` repeats it as `init_from`."""
+INIT_STUDENT_DIR = "init_student"
+"""The student a run started from, kept in its run directory as a checkpoint of its own
+(config.yaml and model.pt) while `init_anchor` holds the run near it, so that a resumed
+run anchors to the same student whatever became of the distill run."""
 
 
 class RunFailed(RuntimeError):
@@ -191,6 +196,11 @@ class Experiment(ABC, Generic[ConfigT]):
                 "on from its own checkpoint"
             )
         self._student = None if init_from is None else _find_student(init_from)
+        if init_from is None and not resume and "init_anchor" in config.model_fields_set:
+            raise ConfigError(
+                "init_anchor: anchors a run started from a distilled student; give the run "
+                "--init-from RUN (in Python: init_from=RUN) or leave init_anchor out"
+            )
         self.config = config
         self.run_dir = (
             Path(run_dir)
@@ -342,6 +352,7 @@ class Experiment(ABC, Generic[ConfigT]):
         self.actor.clock = self.elapsed_time
         if self._student is not None and checkpoint is None:
             self._start_from_student(self._student)
+        self._attach_anchor(shape, num_actions)
         self.tester: TesterBase[Any] = self.tester_type(
             self.context,
             self.tester_model,
@@ -375,6 +386,40 @@ class Experiment(ABC, Generic[ConfigT]):
         }
         write_atomic(self.run_dir / INIT_FROM_FILE, json.dumps(record, indent=2))
         self._print(f"init from {student.path} (step {student.step:,}): {loaded}")
+        anchor = self.config.init_anchor
+        if anchor.coef > 0:
+            if self.config.env.allowed_actions is not None:
+                raise ConfigError(
+                    "init_anchor.coef: the student chooses among all the game's actions and "
+                    "env.allowed_actions narrows this run's; set init_anchor.coef to 0 or "
+                    "leave env.allowed_actions out"
+                )
+            kept = CheckpointManager(self.run_dir / INIT_STUDENT_DIR, keep_last=1, keep_best=0)
+            kept.save(
+                [
+                    CheckpointFile(name, student.read_bytes(name))
+                    for name in (CONFIG_FILE, MODEL_FILE)
+                ],
+                step=student.step,
+                elapsed_time=student.elapsed_time,
+                run_name=student.run_name,
+            )
+
+    def _attach_anchor(self, observation_shape: tuple[int, ...], num_actions: int) -> None:
+        """Give the learner the anchor to the student this run started from, if it has one
+        (`init_anchor`; a resumed run finds the student in `INIT_STUDENT_DIR`)."""
+        from .evaluation import load_checkpoint_model, read_checkpoint_config
+
+        if self.config.init_anchor.coef == 0:
+            return
+        kept = CheckpointManager(self.run_dir / INIT_STUDENT_DIR).latest()
+        if kept is None:
+            return
+        _, student_config = read_checkpoint_config(kept)
+        student = load_checkpoint_model(
+            kept, student_config, observation_shape, num_actions, self.context.device
+        )
+        self.context.student_anchor = StudentAnchor(student, self.config.init_anchor)
 
     def _init_from_record(self) -> dict[str, Any] | None:
         """Where this run's networks started from (`init_from.json`), None for a fresh start."""

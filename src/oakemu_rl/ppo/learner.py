@@ -10,7 +10,9 @@ Per rollout (CleanRL's recipe):
    surrogate policy loss on (per-minibatch normalised) advantages, the (clipped)
    value loss and the entropy bonus; with demonstrations, plus coef(t) x the
    behaviour-cloning loss (the cross-entropy of the demonstrated actions under the
-   policy, on a batch of demonstration steps from the `BCSampler`); one Adam step
+   policy, on a batch of demonstration steps from the `BCSampler`); in a run started
+   from a distilled student, plus coef(t) x KL(student || policy) (`StudentAnchor`);
+   one Adam step
    with gradient-norm clipping; stop the epochs early once the approximate KL
    exceeds `target_kl`;
 4. publish the weights through the ThreadSafeModel, run the rollout hooks
@@ -163,14 +165,16 @@ class PPOLearner(LearnerThread):
         stats: list[torch.Tensor] = []
         bc_stats: list[torch.Tensor] = []
         bc_coef = bc_coefficient(self.config.bc, step) if self.bc_sampler is not None else 0.0
+        anchor = self.context.student_anchor
+        anchor_coef = anchor.coefficient(step) if anchor is not None else 0.0
+        anchor_stats: list[torch.Tensor] = []
         epochs_done = 0
         stopped_early = False
         for _ in range(s.epochs):
             epochs_done += 1
             for batch in buffer.minibatches(s.minibatches, self.generator):
-                new_log_probs, entropy, new_values = model.evaluate_actions(
-                    batch.observations, batch.actions
-                )
+                evaluation = model.evaluate_policy(batch.observations, batch.actions)
+                new_log_probs, entropy, new_values = evaluation[:3]
                 log_ratio = new_log_probs - batch.log_probs
                 ratio = log_ratio.exp()
 
@@ -199,6 +203,12 @@ class PPOLearner(LearnerThread):
                     bc_loss, bc_agreement = bc
                     loss = loss + bc_coef * bc_loss
                     bc_stats.append(torch.stack((bc_loss.detach(), bc_agreement)))
+
+                if anchor_coef > 0:
+                    assert anchor is not None
+                    anchor_kl = anchor.kl(batch.observations, evaluation.action_log_probs)
+                    loss = loss + anchor_coef * anchor_kl
+                    anchor_stats.append(anchor_kl.detach())
 
                 if not bool(torch.isfinite(loss)):
                     return self._non_finite(loss, step)
@@ -249,6 +259,10 @@ class PPOLearner(LearnerThread):
                 metrics.update(
                     {f"train/{name}": value for name, value in zip(_BC_STATS, means, strict=True)}
                 )
+        if anchor is not None:
+            metrics["train/anchor_coef"] = anchor_coef
+            if anchor_stats:
+                metrics["train/anchor_loss"] = float(torch.stack(anchor_stats).mean())
         values, returns = buffer.values.reshape(-1), buffer.returns.reshape(-1)
         variance = float(np.var(returns))
         explained = 1.0 - float(np.var(returns - values)) / variance if variance else float("nan")

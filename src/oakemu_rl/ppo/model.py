@@ -9,7 +9,7 @@ from typing import Literal, NamedTuple
 import torch
 from torch import nn
 
-__all__ = ["ActionBundle", "PPOModel"]
+__all__ = ["ActionBundle", "PPOModel", "PolicyEvaluation"]
 
 TorsoName = Literal["auto", "small_cnn", "nature_cnn", "mlp"]
 
@@ -27,6 +27,18 @@ class ActionBundle(NamedTuple):
     log_probs: torch.Tensor
     values: torch.Tensor
     entropy: torch.Tensor
+
+
+class PolicyEvaluation(NamedTuple):
+    """The policy on a batch of observations and actions taken there (for the update)."""
+
+    log_probs: torch.Tensor
+    """Log-probabilities of the actions taken."""
+    entropy: torch.Tensor
+    values: torch.Tensor
+    """In the value head's units (normalised with value normalisation)."""
+    action_log_probs: torch.Tensor
+    """Log-probabilities of every action, [batch, actions]."""
 
 
 def _init(layer: nn.Module, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Module:
@@ -271,10 +283,20 @@ class PPOModel(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Log-probabilities of `actions`, policy entropies and values (for the update; the
         values in the value head's units, normalised with value normalisation)."""
+        evaluation = self.evaluate_policy(observations, actions, action_mask)
+        return evaluation.log_probs, evaluation.entropy, evaluation.values
+
+    def evaluate_policy(
+        self,
+        observations: torch.Tensor,
+        actions: torch.Tensor,
+        action_mask: torch.Tensor | None = None,
+    ) -> PolicyEvaluation:
+        """`evaluate_actions`, with the log-probabilities of every action as well."""
         logits, values = self.policy_and_value(observations, action_mask)
         log_probs_all = torch.log_softmax(logits, dim=-1)
         log_probs = log_probs_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-        return log_probs, _entropy(log_probs_all), values
+        return PolicyEvaluation(log_probs, _entropy(log_probs_all), values, log_probs_all)
 
     @torch.no_grad()
     def greedy_actions(self, observations: torch.Tensor) -> torch.Tensor:

@@ -308,6 +308,24 @@ class DemoSettings(ConfigSection):
     )
 
 
+class InitAnchorSettings(ConfigSection):
+    """How a run started from a distilled student (`train --init-from`) is kept near it
+    while reinforcement learning improves on it: an anchor loss towards the frozen
+    student, whose weight falls linearly to 0."""
+
+    coef: float = Field(
+        1.0,
+        ge=0,
+        description="The anchor loss's weight at the start (0: no anchor). PPO adds coef x "
+        "KL(student || policy) on each minibatch's observations; DQN adds coef x DQfD's "
+        "large-margin loss (dqfd.margin) towards the student's most likely action on each "
+        "replay batch. Used only by a run started with --init-from.",
+    )
+    decay_steps: int = Field(
+        100_000, ge=1, description="Env steps over which the weight falls linearly to 0."
+    )
+
+
 class ClipShaper(ConfigSection):
     """Clip the reward into [min, max]."""
 
@@ -427,6 +445,10 @@ class ExperimentConfiguration(ConfigSection):
         default_factory=list,
         description="Reward shapers, applied in order to each step's reward before the "
         "algorithm learns from it (clip, scale, sign, life_loss, normalize, callable).",
+    )
+    init_anchor: InitAnchorSettings = Field(
+        default_factory=InitAnchorSettings,
+        description="The anchor to the distilled student of a run started with --init-from.",
     )
     episodic_life: bool = Field(
         False,

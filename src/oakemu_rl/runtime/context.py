@@ -15,6 +15,7 @@ from .metrics import MetricsSink, NullSink
 
 if TYPE_CHECKING:
     from ..trajectories.demonstrations import DemonstrationSet
+    from .student_anchor import StudentAnchor
 
 C = TypeVar("C")
 
@@ -37,6 +38,9 @@ class RuntimeContext(Generic[C]):
     """Torch intra-op threads for every thread of the run (0: leave torch's default)."""
     demonstrations: DemonstrationSet | None = None
     """The run's demonstrations (`demos.paths`), loaded and checked; None without any."""
+    student_anchor: StudentAnchor | None = None
+    """The loss towards the distilled student the run started from (`init_anchor`); None
+    for a run that did not start from one."""
     session_clock: Callable[[], float] | None = None
     """Seconds this session of the run has trained (what `max_time_s` limits); None: the
     budget is in steps only."""
