@@ -175,7 +175,7 @@ class Trainer(ActorBase[DQNExperimentConfiguration, int]):
     ) -> float:
         action = state.last_action
         assert action is not None and state.observation is not None
-        shaped = self.reward_shaping(float(result.reward), result.info, state)
+        shaped = self.reward_shaping(float(result.reward), result.info, state, next_observation)
         transition = Transition(
             state.env_id,
             state.observation,

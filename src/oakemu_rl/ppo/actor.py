@@ -216,7 +216,7 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
         self, state: EnvironmentState, result: StepResult, next_observation: npt.NDArray[Any]
     ) -> float:
         # `state` still describes the env before this step (a life-loss penalty needs it).
-        reward = self.reward_shaping(float(result.reward), result.info, state)
+        reward = self.reward_shaping(float(result.reward), result.info, state, next_observation)
         self._last_row = self.rollout_buffer.add_outcome(
             state.env_id,
             reward,

@@ -91,7 +91,12 @@ class ActorBase(ABC, Generic[C, E]):
         self._trajectory_runtime = TrajectoryEpisodeCoordinator()
         pool = config.restart_pool
         self._restart_pool = (
-            RestartPool(pool.capacity, priority=pool.priority, max_bytes=pool.max_bytes)
+            RestartPool(
+                pool.capacity,
+                priority=pool.priority,
+                max_bytes=pool.max_bytes,
+                visits=self._novelty_visits,
+            )
             if pool.enabled
             else None
         )
@@ -276,14 +281,14 @@ class ActorBase(ABC, Generic[C, E]):
         next_observation = np.array(result.observation, copy=True)
         learned_reward = self._record_step(state, result, next_observation)
         self._trajectory_runtime.record_step(state.env_id, action, float(result.reward))
-        self.lifecycle.on_step(state, result, learned_reward)
+        self.lifecycle.on_step(state, result, learned_reward, self.reward_shaping.last_terms)
         self._steps += 1
         if result.terminated or result.truncated:
             self._on_final_step(state, result)
             outcome = result.info.get("outcome") or ("loss" if result.terminated else "truncated")
             self._end_episode(env, state, str(outcome))
         else:
-            self._save_restart_state(env, state, result.info)
+            self._save_restart_state(env, state, result.info, next_observation)
             state.observation = next_observation
             if state.random_control:
                 left = int(state.extra.get("random_left", 0)) - 1
@@ -376,13 +381,22 @@ class ActorBase(ABC, Generic[C, E]):
         self.lifecycle.request_reset(env, state, machine_state)
         state.start_point = start_point
 
+    def _novelty_visits(self, cell: int) -> int:
+        novelty = self.reward_shaping.novelty
+        return 0 if novelty is None else novelty.visits(cell)
+
     def _save_restart_state(
-        self, env: OakEmuMultiEnv, state: EnvironmentState, info: dict[str, Any]
+        self,
+        env: OakEmuMultiEnv,
+        state: EnvironmentState,
+        info: dict[str, Any],
+        observation: npt.NDArray[Any],
     ) -> None:
         pool = self._restart_pool
         settings = self.config.restart_pool
         if pool is None or state.episode_length % settings.save_every_steps:
             return
+        novelty = self.reward_shaping.novelty
         progress: float | None = None
         if settings.progress_variable is not None:
             value = (info.get("values") or {}).get(settings.progress_variable)
@@ -393,6 +407,7 @@ class ActorBase(ABC, Generic[C, E]):
             episode_step=int(state.extra.get("start_step", 0)) + state.episode_length,
             seed=state.episode_seed,
             progress=progress,
+            cell=None if novelty is None else novelty.cell(observation),
         )
 
     # -- batched inference ----------------------------------------------------------------

@@ -238,12 +238,14 @@ class RestartPoolSettings(ConfigSection):
         le=1,
         description="Chance that a new training episode starts from a saved state.",
     )
-    priority: Literal["uniform", "return", "progress", "failure"] = Field(
+    priority: Literal["uniform", "return", "progress", "failure", "novelty"] = Field(
         "failure",
         description="Which saved states are drawn most: 'uniform' all alike; 'return' by rank "
         "of the return their episode had reached; 'progress' by rank of `progress_variable` "
         "(later in the game first); 'failure' the states whose restarted episodes the agent "
-        "loses most (each state's losses over its restarts, shrunk towards one half).",
+        "loses most (each state's losses over its restarts, shrunk towards one half); "
+        "'novelty' the states in the cells visited least (needs a 'novelty' reward shaper, "
+        "whose counts it uses).",
     )
     progress_variable: str | None = Field(
         None,
@@ -381,6 +383,28 @@ class NormalizeShaper(ConfigSection):
     )
 
 
+class NoveltyShaper(ConfigSection):
+    """Add a count-based exploration bonus (#Exploration, Tang et al. 2017): each step's
+    next observation falls in a cell given by a SimHash of it, and the bonus is
+    coef / sqrt(visits of that cell so far), so rarely seen situations pay."""
+
+    type: Literal["novelty"] = Field(description="'novelty'.")
+    coef: float = Field(
+        0.01,
+        gt=0,
+        description="The bonus for a first visit, in the learner's reward units (after the "
+        "shapers before this one).",
+    )
+    bits: int = Field(
+        16,
+        ge=1,
+        le=24,
+        description="Bits of the SimHash: 2^bits cells at most (fewer: coarser cells, "
+        "whose counts grow faster).",
+    )
+    seed: int = Field(0, ge=0, description="Seed of the SimHash's random projection.")
+
+
 class CallableShaper(ConfigSection):
     """A user function named by import path."""
 
@@ -394,7 +418,13 @@ class CallableShaper(ConfigSection):
 
 
 ShaperConfig = Annotated[
-    ClipShaper | ScaleShaper | SignShaper | LifeLossShaper | NormalizeShaper | CallableShaper,
+    ClipShaper
+    | ScaleShaper
+    | SignShaper
+    | LifeLossShaper
+    | NormalizeShaper
+    | NoveltyShaper
+    | CallableShaper,
     Field(discriminator="type"),
 ]
 """One entry of `reward_shaping`, told apart by its `type`."""
@@ -444,7 +474,8 @@ class ExperimentConfiguration(ConfigSection):
     reward_shaping: list[ShaperConfig] = Field(
         default_factory=list,
         description="Reward shapers, applied in order to each step's reward before the "
-        "algorithm learns from it (clip, scale, sign, life_loss, normalize, callable).",
+        "algorithm learns from it (clip, scale, sign, life_loss, normalize, novelty, "
+        "callable).",
     )
     init_anchor: InitAnchorSettings = Field(
         default_factory=InitAnchorSettings,
@@ -471,6 +502,16 @@ class ExperimentConfiguration(ConfigSection):
             raise ValueError(
                 "restart_pool.priority: 'progress' ranks states by a game variable; set "
                 "restart_pool.progress_variable (e.g. 'sector')"
+            )
+        novelty = [s for s in self.reward_shaping if isinstance(s, NoveltyShaper)]
+        if pool.priority == "novelty" and not novelty:
+            raise ValueError(
+                "restart_pool.priority: 'novelty' draws states by the visit counts of a "
+                "novelty bonus; add {type: novelty} to reward_shaping"
+            )
+        if len(novelty) > 1:
+            raise ValueError(
+                f"reward_shaping: {len(novelty)} 'novelty' entries; expected at most one"
             )
         normalizers = [s for s in self.reward_shaping if isinstance(s, NormalizeShaper)]
         if len(normalizers) > 1:

@@ -147,16 +147,22 @@ class EnvLifecycle:
         state.start_point = "initial" if machine_state is None else "restart"
         env.submit_reset(state.env_id, machine_state)
 
-    def on_step(self, state: EnvironmentState, result: ResultLike, shaped_reward: float) -> None:
-        """Account one step of `state`'s episode."""
+    def on_step(
+        self,
+        state: EnvironmentState,
+        result: ResultLike,
+        shaped_reward: float,
+        added_terms: dict[str, float] | None = None,
+    ) -> None:
+        """Account one step of `state`'s episode (`added_terms`: rewards the shapers added,
+        by term, summed beside the game's own)."""
         state.episode_return += float(result.reward)
         state.shaped_return += float(shaped_reward)
         state.episode_length += 1
         state.episode_start = False
-        terms = result.info.get("reward_terms")
-        if terms:
-            sums = state.reward_terms
-            for name, value in terms.items():
+        sums = state.reward_terms
+        for terms in (result.info.get("reward_terms"), added_terms):
+            for name, value in (terms or {}).items():
                 sums[name] = sums.get(name, 0.0) + value
         state.last_lives = _lives(result.info)
         state.last_score = float(result.info.get("score") or 0.0)

@@ -3,8 +3,10 @@ each step's reward before it is learned from (DQN: before replay; PPO: before th
 buffer). Built from a configuration's `reward_shaping` list.
 
 A shaper may keep statistics (`NormalizeReward` keeps the scale of the discounted
-return); the pipeline's `state_dict` holds them for checkpoints and `scalars` reports
-them to TensorBoard."""
+return, `NoveltyBonus` its visit counts); the pipeline's `state_dict` holds them for
+checkpoints and `scalars` reports them to TensorBoard. A shaper that adds a reward of its
+own (`NoveltyBonus`) names it as a term: the pipeline's `last_terms` holds each step's,
+and the actor sums them per episode into `episode/reward/bonus:<term>`."""
 
 from __future__ import annotations
 
@@ -15,12 +17,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .config_base import (
     CallableShaper,
     ClipShaper,
     LifeLossShaper,
     NormalizeShaper,
+    NoveltyShaper,
     ScaleShaper,
     ShaperConfig,
     SignShaper,
@@ -28,10 +32,12 @@ from .config_base import (
 from .env_lifecycle import EnvironmentState
 
 __all__ = [
+    "BONUS_PREFIX",
     "CallableReward",
     "ClipReward",
     "LifeLossPenalty",
     "NormalizeReward",
+    "NoveltyBonus",
     "RewardShaper",
     "RewardShapingPipeline",
     "ScaleReward",
@@ -40,12 +46,32 @@ __all__ = [
 ]
 
 
+BONUS_PREFIX = "bonus:"
+"""How the reward a shaper adds is named among an episode's reward terms
+(`episode/reward/bonus:novelty`), apart from the game's own terms."""
+
+
 class RewardShaper(ABC):
     """Turns one step's reward into the reward the learner sees."""
 
+    term: str | None = None
+    """The name of the reward this shaper adds (its `episode/reward/<term>` scalar); None
+    for one that only transforms the reward."""
+    last_added: float = 0.0
+    """What the shaper added on its last call (read when `term` is set)."""
+    needs_observation: bool = False
+    """Whether the pipeline passes the step's next observation (`next_observation`)."""
+
     @abstractmethod
-    def __call__(self, reward: float, info: dict[str, Any], env_state: EnvironmentState) -> float:
-        """The shaped reward. `env_state` still describes the env before this step."""
+    def __call__(
+        self,
+        reward: float,
+        info: dict[str, Any],
+        env_state: EnvironmentState,
+        next_observation: npt.NDArray[Any] | None = None,
+    ) -> float:
+        """The shaped reward. `env_state` still describes the env before this step;
+        `next_observation` is the observation the step led to."""
 
     def state_dict(self) -> dict[str, Any]:
         """What the shaper has learned so far (JSON-serialisable; empty when stateless)."""
@@ -68,7 +94,13 @@ class ClipReward(RewardShaper):
             raise ValueError(f"clip: min {low} is above max {high}")
         self.low, self.high = low, high
 
-    def __call__(self, reward: float, info: dict[str, Any], env_state: EnvironmentState) -> float:
+    def __call__(
+        self,
+        reward: float,
+        info: dict[str, Any],
+        env_state: EnvironmentState,
+        next_observation: npt.NDArray[Any] | None = None,
+    ) -> float:
         return min(self.high, max(self.low, reward))
 
 
@@ -78,14 +110,26 @@ class ScaleReward(RewardShaper):
     def __init__(self, factor: float) -> None:
         self.factor = factor
 
-    def __call__(self, reward: float, info: dict[str, Any], env_state: EnvironmentState) -> float:
+    def __call__(
+        self,
+        reward: float,
+        info: dict[str, Any],
+        env_state: EnvironmentState,
+        next_observation: npt.NDArray[Any] | None = None,
+    ) -> float:
         return reward * self.factor
 
 
 class SignReward(RewardShaper):
     """-1, 0 or +1."""
 
-    def __call__(self, reward: float, info: dict[str, Any], env_state: EnvironmentState) -> float:
+    def __call__(
+        self,
+        reward: float,
+        info: dict[str, Any],
+        env_state: EnvironmentState,
+        next_observation: npt.NDArray[Any] | None = None,
+    ) -> float:
         return float(np.sign(reward))
 
 
@@ -95,7 +139,13 @@ class LifeLossPenalty(RewardShaper):
     def __init__(self, penalty: float) -> None:
         self.penalty = penalty
 
-    def __call__(self, reward: float, info: dict[str, Any], env_state: EnvironmentState) -> float:
+    def __call__(
+        self,
+        reward: float,
+        info: dict[str, Any],
+        env_state: EnvironmentState,
+        next_observation: npt.NDArray[Any] | None = None,
+    ) -> float:
         lives, before = info.get("lives"), env_state.last_lives
         if lives is not None and before is not None and int(lives) < before:
             return reward - self.penalty
@@ -137,7 +187,13 @@ class NormalizeReward(RewardShaper):
         """What rewards are divided by: sqrt(variance + epsilon), 1 before two returns."""
         return math.sqrt(self.variance + self.epsilon) if self.count > 1 else 1.0
 
-    def __call__(self, reward: float, info: dict[str, Any], env_state: EnvironmentState) -> float:
+    def __call__(
+        self,
+        reward: float,
+        info: dict[str, Any],
+        env_state: EnvironmentState,
+        next_observation: npt.NDArray[Any] | None = None,
+    ) -> float:
         env_id = env_state.env_id
         before = 0.0 if env_state.episode_start else self._returns.get(env_id, 0.0)
         discounted = self.gamma * before + reward
@@ -165,6 +221,69 @@ class NormalizeReward(RewardShaper):
         return {self.SCALAR: self.scale}
 
 
+class NoveltyBonus(RewardShaper):
+    """A count-based exploration bonus (#Exploration, Tang et al. 2017): the next
+    observation's cell is the sign pattern of `bits` fixed random projections of it (a
+    SimHash: similar observations mostly share a cell), and the step earns
+    `coef / sqrt(n)`, n counting this visit. The counts are over all envs and kept in
+    checkpoints."""
+
+    term = "novelty"
+    needs_observation = True
+    SCALARS = ("reward/novelty_cells", "reward/novelty_bonus")
+
+    def __init__(self, coef: float, bits: int = 16, seed: int = 0) -> None:
+        if coef <= 0:
+            raise ValueError(f"novelty: coef {coef} is not positive")
+        if not 1 <= bits <= 24:
+            raise ValueError(f"novelty: bits {bits} is not in 1-24")
+        self.coef, self.bits, self.seed = coef, bits, seed
+        self.counts: dict[int, int] = {}
+        self._projection: npt.NDArray[np.float32] | None = None
+        self._weights = (1 << np.arange(bits, dtype=np.int64)).astype(np.int64)
+        self._recent: list[float] = []
+
+    def cell(self, observation: npt.NDArray[Any]) -> int:
+        """The cell (a `bits`-bit integer) of an observation."""
+        flat = np.asarray(observation, dtype=np.float32).reshape(-1)
+        if self._projection is None or self._projection.shape[1] != flat.size:
+            rng = np.random.default_rng(self.seed)
+            self._projection = rng.standard_normal((self.bits, flat.size), dtype=np.float32)
+        signs = (self._projection @ (flat - flat.mean())) > 0
+        return int(signs.astype(np.int64) @ self._weights)
+
+    def __call__(
+        self,
+        reward: float,
+        info: dict[str, Any],
+        env_state: EnvironmentState,
+        next_observation: npt.NDArray[Any] | None = None,
+    ) -> float:
+        if next_observation is None:
+            raise ValueError("novelty: the shaper needs each step's next observation")
+        cell = self.cell(next_observation)
+        visits = self.counts.get(cell, 0) + 1
+        self.counts[cell] = visits
+        self.last_added = self.coef / math.sqrt(visits)
+        self._recent.append(self.last_added)
+        return reward + self.last_added
+
+    def visits(self, cell: int) -> int:
+        """How often `cell` has been visited."""
+        return self.counts.get(cell, 0)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"counts": [[cell, n] for cell, n in self.counts.items()]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.counts = {int(cell): int(n) for cell, n in state["counts"]}
+
+    def scalars(self) -> dict[str, float]:
+        recent, self._recent = self._recent, []
+        bonus = float(np.mean(recent)) if recent else float("nan")
+        return {self.SCALARS[0]: float(len(self.counts)), self.SCALARS[1]: bonus}
+
+
 class CallableReward(RewardShaper):
     """A user function `f(reward, info, **kwargs) -> float`, named 'module:function'."""
 
@@ -173,7 +292,13 @@ class CallableReward(RewardShaper):
         self.kwargs = dict(kwargs or {})
         self.function = resolve_callable(target)
 
-    def __call__(self, reward: float, info: dict[str, Any], env_state: EnvironmentState) -> float:
+    def __call__(
+        self,
+        reward: float,
+        info: dict[str, Any],
+        env_state: EnvironmentState,
+        next_observation: npt.NDArray[Any] | None = None,
+    ) -> float:
         return float(self.function(reward, info, **self.kwargs))
 
 
@@ -201,18 +326,40 @@ def resolve_callable(target: str) -> Callable[..., Any]:
 
 
 class RewardShapingPipeline:
-    """Applies shapers in order: `pipeline(reward, info, env_state)`."""
+    """Applies shapers in order: `pipeline(reward, info, env_state, next_observation)`."""
 
     def __init__(self, shapers: Iterable[RewardShaper] = ()) -> None:
         self.shapers = list(shapers)
+        self.last_terms: dict[str, float] = {}
+        """The rewards the shapers added on the last call, by term (empty when none adds
+        one)."""
 
-    def __call__(self, reward: float, info: dict[str, Any], env_state: EnvironmentState) -> float:
+    def __call__(
+        self,
+        reward: float,
+        info: dict[str, Any],
+        env_state: EnvironmentState,
+        next_observation: npt.NDArray[Any] | None = None,
+    ) -> float:
+        terms: dict[str, float] = {}
         for shaper in self.shapers:
-            reward = shaper(reward, info, env_state)
+            if shaper.needs_observation:
+                reward = shaper(reward, info, env_state, next_observation)
+            else:
+                reward = shaper(reward, info, env_state)
+            if shaper.term is not None:
+                name = BONUS_PREFIX + shaper.term
+                terms[name] = terms.get(name, 0.0) + shaper.last_added
+        self.last_terms = terms
         return float(reward)
 
     def __len__(self) -> int:
         return len(self.shapers)
+
+    @property
+    def novelty(self) -> NoveltyBonus | None:
+        """The pipeline's novelty bonus (None without one)."""
+        return next((s for s in self.shapers if isinstance(s, NoveltyBonus)), None)
 
     def state_dict(self) -> dict[str, Any]:
         """Each shaper's state, by position and kind (JSON-serialisable)."""
@@ -262,6 +409,8 @@ class RewardShapingPipeline:
                         "algorithm's discount factor"
                     )
                 shapers.append(NormalizeReward(discount, config.clip, config.epsilon))
+            elif isinstance(config, NoveltyShaper):
+                shapers.append(NoveltyBonus(config.coef, config.bits, config.seed))
             elif isinstance(config, CallableShaper):
                 shapers.append(CallableReward(config.target, config.kwargs))
         return cls(shapers)

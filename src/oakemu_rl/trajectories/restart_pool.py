@@ -8,11 +8,14 @@ restarted from it went (restarts, failures). `sample` draws by the configured pr
 - ``return``: in proportion to rank by the return its episode had reached;
 - ``progress``: in proportion to rank by the progress variable (later in the game first);
 - ``failure``: in proportion to (failures + 1) / (restarts + 2), so states the agent
-  keeps failing from come back most, and ones it has mastered fade out.
+  keeps failing from come back most, and ones it has mastered fade out;
+- ``novelty``: in proportion to 1 / sqrt(visits of the state's cell), the visit counts of
+  a count-based novelty bonus (`NoveltyBonus`), so episodes restart most from situations
+  the agent has seen least.
 
 The pool is bounded in states and in bytes. A full pool replaces its lowest-ranked live
-state (the oldest, for ``uniform`` and ``failure``); demonstration states are replaced
-only by other demonstration states.
+state (the oldest, for ``uniform`` and ``failure``; the most visited, for ``novelty``);
+demonstration states are replaced only by other demonstration states.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import base64
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -27,7 +31,7 @@ import numpy as np
 
 __all__ = ["Priority", "RestartPool", "RestartState"]
 
-Priority = Literal["uniform", "return", "progress", "failure"]
+Priority = Literal["uniform", "return", "progress", "failure", "novelty"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class RestartState:
     restarts: int = 0
     failures: int = 0
     id: int = 0
+    cell: int | None = None
+    """The novelty cell of the state's observation (priority ``novelty``)."""
 
     @property
     def failure_rate(self) -> float:
@@ -57,6 +63,7 @@ class RestartPool:
         capacity: states kept at most.
         priority: how states are drawn (see the module docstring).
         max_bytes: memory the states may take at most.
+        visits: how often a novelty cell has been visited (needed by priority ``novelty``).
     """
 
     def __init__(
@@ -65,15 +72,20 @@ class RestartPool:
         *,
         priority: Priority = "uniform",
         max_bytes: int = 256 * 2**20,
+        visits: Callable[[int], int] | None = None,
     ) -> None:
         if capacity < 1:
             raise ValueError(f"restart pool capacity must be at least 1, got {capacity}")
         if max_bytes < 1:
             raise ValueError(f"restart pool max_bytes must be at least 1, got {max_bytes}")
-        if priority not in ("uniform", "return", "progress", "failure"):
+        if priority not in ("uniform", "return", "progress", "failure", "novelty"):
             raise ValueError(
-                f"restart pool priority {priority!r} is not uniform, return, progress or failure"
+                f"restart pool priority {priority!r} is not uniform, return, progress, "
+                "failure or novelty"
             )
+        if priority == "novelty" and visits is None:
+            raise ValueError("restart pool priority 'novelty' needs the cells' visit counts")
+        self._visits = visits
         self.capacity = capacity
         self.priority: Priority = priority
         self.max_bytes = max_bytes
@@ -107,7 +119,14 @@ class RestartPool:
             return entry.episode_return
         if self.priority == "progress":
             return entry.progress if entry.progress is not None else float("-inf")
+        if self.priority == "novelty":
+            return -float(self._cell_visits(entry))
         return float(entry.id)  # uniform, failure: the newest are kept
+
+    def _cell_visits(self, entry: RestartState) -> int:
+        if entry.cell is None or self._visits is None:
+            return 1
+        return max(1, self._visits(entry.cell))
 
     def add(
         self,
@@ -118,6 +137,7 @@ class RestartPool:
         seed: int | None = None,
         progress: float | None = None,
         source: str = "live",
+        cell: int | None = None,
     ) -> bool:
         """Offer a state; returns whether it was kept."""
         size = len(state)
@@ -132,6 +152,7 @@ class RestartPool:
                 None if progress is None else float(progress),
                 source,
                 id=self._next_id,
+                cell=cell,
             )
             self._next_id += 1
             self.total_added += 1
@@ -160,6 +181,8 @@ class RestartPool:
         entries = self._entries
         if self.priority == "failure":
             return np.array([e.failure_rate for e in entries])
+        if self.priority == "novelty":
+            return 1.0 / np.sqrt([self._cell_visits(e) for e in entries])
         if self.priority in ("return", "progress"):
             key = [
                 e.episode_return
@@ -226,6 +249,7 @@ class RestartPool:
                         "restarts": e.restarts,
                         "failures": e.failures,
                         "id": e.id,
+                        "cell": e.cell,
                     }
                     for e in self._entries
                 ],
@@ -246,6 +270,7 @@ class RestartPool:
                     int(e.get("restarts", 0)),
                     int(e.get("failures", 0)),
                     int(e.get("id", n + 1)),
+                    None if e.get("cell") is None else int(e["cell"]),
                 )
             )
         with self._lock:
