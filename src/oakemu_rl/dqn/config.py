@@ -6,7 +6,7 @@ arguments uses them on `catch`. `oakemu-rl config show --algo dqn` prints them a
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -62,6 +62,32 @@ class TargetSettings(_Section):
     tau: float = Field(0.005, gt=0, le=1, description="Polyak blend factor per update.")
 
 
+class ShrinkPerturbSettings(_Section):
+    """Shrink and perturb (Ash & Adams 2020; BBF, Schwarzer et al. 2023): every so many
+    updates the online network's weights move part of the way to a fresh initialisation,
+    so that a network that has fitted early data keeps its plasticity."""
+
+    every_updates: int | None = Field(
+        None, ge=1, description="Learner updates between two shrinks (null: never)."
+    )
+    shrink: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="The share of each weight kept: w <- shrink * w + (1 - shrink) * w0, w0 "
+        "a fresh initialisation of the layer (1: no change; 0: a full reset).",
+    )
+
+    @model_validator(mode="after")
+    def _used(self) -> Self:
+        if self.every_updates is None and "shrink" in self.model_fields_set:
+            raise ValueError(
+                "shrink_perturb.shrink: set shrink_perturb.every_updates too (shrink and "
+                "perturb is off without it)"
+            )
+        return self
+
+
 class LearnerSettings(_Section):
     """The learner thread."""
 
@@ -94,6 +120,10 @@ class LearnerSettings(_Section):
     )
     threads: int = Field(
         0, ge=0, description="Torch threads of the learner thread (0: the run's torch_threads)."
+    )
+    shrink_perturb: ShrinkPerturbSettings = Field(
+        default_factory=ShrinkPerturbSettings,
+        description="Periodic shrink and perturb of the online network (off by default).",
     )
     precision: Literal["fp32", "bf16"] = Field(
         "fp32",

@@ -1,7 +1,8 @@
 """The DQN learner thread: TD updates on replayed n-step transitions, at the replay ratio
 (with demonstrations, DQfD's large-margin loss on the demonstration rows too; in a run
 started from a distilled student, the same loss towards the student's actions on the
-agent's rows, with a weight that decays: `StudentAnchor`)."""
+agent's rows, with a weight that decays: `StudentAnchor`; with `shrink_perturb`, the
+online network shrunk towards a fresh initialisation every so many updates)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from .demo_replay import large_margin_loss
 from .model import DQNModel
 from .replay_buffer import ReplayBuffer
 from .replay_ratio_gate import ReplayRatioGate
+from .shrink_perturb import shrink_and_perturb
 from .td_loss import td_loss
 
 
@@ -184,6 +186,11 @@ class Learner(LearnerThread):
         with self.learner_model.update():
             self.optimizer.step()
         self.updates += 1
+        every = cfg.shrink_perturb.every_updates
+        if every is not None and self.updates % every == 0:
+            with self.learner_model.update():
+                seed = self.context.seed * 1_000_003 + self.updates
+                shrink_and_perturb(self.model, cfg.shrink_perturb.shrink, seed)
         self._update_target()
         if self.model.noisy:
             self.model.reset_noise()
@@ -280,6 +287,9 @@ class Learner(LearnerThread):
             "perf/updates_per_s": (self.updates - mark_updates) / max(1e-9, now - mark_time),
             "perf/update_ms": 1e3 * float(np.mean(self._metrics["update_s"])),
         }
+        if self.config.shrink_perturb.every_updates is not None:
+            shrinks = self.updates // self.config.shrink_perturb.every_updates
+            values["train/shrink_perturbs"] = float(shrinks)
         if self._metrics.get("margin"):
             values["train/margin_loss"] = float(np.mean(self._metrics["margin"]))
         anchor = self.context.student_anchor
