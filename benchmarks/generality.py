@@ -1,10 +1,15 @@
-"""The defaults on every bundled game: random play, DQN and PPO, several seeds.
+"""The defaults on every bundled game: random play, DQN, PPO and distill, several seeds.
 
-    python benchmarks/generality.py [--steps 60000] [--seeds 0 1 2] [--episodes 30]
-                                    [--games star_guard ...] [--out DIR]
+    python benchmarks/generality.py [--steps 60000 | --minutes 30] [--seeds 0 1 2]
+                                    [--episodes 30] [--games star_guard ...]
+                                    [--algos dqn ppo distill sb3_dqn sb3_ppo] [--out DIR]
 
-For every bundled game (given by its YAML path, so no preset applies) and seed, DQN and
-PPO train with the package's defaults for `--steps` env steps, and each run's best
+For every bundled game (given by its YAML path, so no preset applies) and seed, each
+algorithm trains with the package's defaults for `--steps` env steps, or with `--minutes`
+for that much wall clock (`train --minutes`: the budget a user has; distill, whose every
+step is a search, takes only a wall-clock budget); `sb3_dqn` and `sb3_ppo` are
+Stable-Baselines3 with RL Zoo's Atari settings on the same games and minutes
+(`sb3_zoo.py`), played from their final model; each of our runs' best
 checkpoint (by the lower bound of its evaluations' 95% interval) plays `--episodes`
 greedy games; random play is the same evaluation with uniformly random actions
 (`training_runs.py`). The table gives, per game and column, each seed's mean return with
@@ -28,21 +33,26 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import sb3_zoo
 from oakemu_rl.games.loader import bundled_games, load_game
 from oakemu_rl.runtime.statistics import stratified_bootstrap_ci
 from oakemu_rl.trajectories.reference import reference_for
 from training_runs import TRAINING_SET, Evaluation, evaluate, test_set, train
 
-ALGOS = ("dqn", "ppo")
+OURS = ("dqn", "ppo", "distill")
+PEERS = ("sb3_dqn", "sb3_ppo")
+"""Stable-Baselines3 with RL Zoo's Atari settings (`sb3_zoo.py`)."""
+ALGOS = OURS + PEERS
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=60_000)
+    parser.add_argument("--minutes", type=float, help="a wall-clock budget per run instead")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--episodes", type=int, default=30, help="greedy episodes per agent")
     parser.add_argument("--games", nargs="+", choices=sorted(bundled_games()))
-    parser.add_argument("--algos", nargs="+", choices=ALGOS, default=list(ALGOS))
+    parser.add_argument("--algos", nargs="+", choices=ALGOS, default=["dqn", "ppo"])
     parser.add_argument("--out", type=Path, default=Path("benchmark-runs/defaults"))
     parser.add_argument(
         "--normalise",
@@ -53,6 +63,14 @@ def main() -> None:
         "--reference-episodes", type=int, default=3, help="episodes of each reference"
     )
     args = parser.parse_args()
+    timed = [a for a in args.algos if a == "distill" or a in PEERS]
+    if timed and args.minutes is None:
+        parser.error(f"--algos {' '.join(timed)}: give a wall-clock budget (--minutes); a "
+                     "distill step is a search, and SB3 runs are compared on time")  # fmt: skip
+    ours = [a for a in args.algos if a in OURS]
+    if not ours:
+        parser.error("--algos: name one of dqn, ppo, distill too (random play is evaluated "
+                     "through its runs)")  # fmt: skip
     games = args.games or [*test_set(), *TRAINING_SET]
 
     table: dict[tuple[str, str], list[Evaluation]] = {}
@@ -60,14 +78,21 @@ def main() -> None:
     for seed in args.seeds:  # every game on one seed first: a partial table is a useful one
         for game in games:
             for algo in args.algos:
-                run_dir, _ = train(args.out, {"algo": algo}, game, seed, args.steps)
-                first = evaluate(run_dir, args.episodes, seed=1000 + seed)
+                if algo in PEERS:
+                    assert args.minutes is not None
+                    run_dir = sb3_zoo.train(args.out, algo[4:], game, seed, args.minutes)
+                else:
+                    settings = {"algo": algo}
+                    run_dir, _ = train(
+                        args.out, settings, game, seed, args.steps, minutes=args.minutes
+                    )
+                first = play(algo, run_dir, game, args.episodes, 1000 + seed)
                 table.setdefault((game, algo), []).append(first)
                 if seed == args.seeds[0]:
-                    second = evaluate(run_dir, args.episodes, seed=2000 + seed)
+                    second = play(algo, run_dir, game, args.episodes, 2000 + seed)
                     total += 1
                     agree += inside(first, second) and inside(second, first)
-                if algo == args.algos[0]:
+                if algo == ours[0]:
                     random = evaluate(run_dir, args.episodes, seed=1000 + seed, random=True)
                     table.setdefault((game, "random"), []).append(random)
             print_table(args, games, table)
@@ -75,6 +100,13 @@ def main() -> None:
         print_normalised(args, games, table)
     print(f"two evaluations of the same agent ({args.episodes} episodes each, two env seeds) "
           f"agree within each other's 95% interval for {agree} of {total} agents")  # fmt: skip
+
+
+def play(algo: str, run_dir: Path, game: str, episodes: int, env_seed: int) -> Evaluation:
+    """The run's greedy games: ours from its best checkpoint, a peer's from its model."""
+    if algo in PEERS:
+        return sb3_zoo.evaluate(run_dir, game, episodes, env_seed)
+    return evaluate(run_dir, episodes, seed=env_seed)
 
 
 def inside(a: Evaluation, b: Evaluation) -> bool:
@@ -85,23 +117,24 @@ def inside(a: Evaluation, b: Evaluation) -> bool:
 def print_table(
     args: argparse.Namespace, games: list[str], table: dict[tuple[str, str], list[Evaluation]]
 ) -> None:
-    print(f"\nDefaults on every bundled game: {args.steps:,} env steps, seeds {args.seeds}, "
+    budget = f"{args.minutes:g} minutes" if args.minutes else f"{args.steps:,} env steps"
+    print(f"\nDefaults on every bundled game: {budget}, seeds {args.seeds}, "
           f"{args.episodes} greedy episodes of each best checkpoint; mean return [95% CI] "
           "per seed, then the mean score over seeds")  # fmt: skip
-    header = ["game", "random", "DQN defaults", "PPO defaults", "target: 2x random score"]
+    header = ["game", "random", *(f"{a} defaults" for a in args.algos), "target: 2x random"]
     rows = []
     for game in games:
         if (game, "random") not in table:
             continue
         cells = []
-        for column in ("random", *ALGOS):
+        for column in ("random", *args.algos):
             results = table.get((game, column), [])
             runs = "; ".join(r.interval() for r in results)
             score = sum(r.mean_score for r in results) / max(len(results), 1)
             cells.append(f"{runs} (score {score:.1f})" if results else "-")
         verdict = "(training set)"
         if game not in TRAINING_SET:
-            verdict = " ".join(f"{algo.upper()} {check(table, game, algo)}" for algo in ALGOS)
+            verdict = " ".join(f"{a.upper()} {check(table, game, a)}" for a in args.algos)
         rows.append([game + ("" if game in TRAINING_SET else " *"), *cells, verdict])
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, ["-" * w for w in widths], *rows]:

@@ -68,22 +68,31 @@ def settings_name(settings: dict[str, Any], game_yaml: str) -> str:
 
 
 def train(
-    out: Path, settings: dict[str, Any], game: str, seed: int, steps: int
+    out: Path,
+    settings: dict[str, Any],
+    game: str,
+    seed: int,
+    steps: int,
+    *,
+    minutes: float | None = None,
 ) -> tuple[Path, dict[str, Any]]:
-    """Train `settings` (a partial configuration with `algo`) on `game`; the run directory
-    and its summary."""
+    """Train `settings` (a partial configuration with `algo`) on `game` for `steps` env
+    steps, or with `minutes`, for that much wall clock instead (`train --minutes`); the run
+    directory and its summary."""
     game_yaml = str(bundled_games()[game])
     name = settings_name(settings, game_yaml)
-    run_dir = out / "runs" / f"{name}-{game}-s{seed}-{steps}"
+    budget = f"{minutes:g}min" if minutes is not None else f"{steps}"
+    run_dir = out / "runs" / f"{name}-{game}-s{seed}-{budget}"
     summary_path = run_dir / "summary.json"
-    if not _finished(summary_path, steps):
+    if not _finished(summary_path, None if minutes is not None else steps):
         config = out / "configs" / f"{name}-{game}.yaml"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(yaml.safe_dump({**settings, "game": game_yaml}, sort_keys=False))
         if run_dir.exists():  # an unfinished or interrupted run: start it again
             subprocess.run(["rm", "-rf", str(run_dir)], check=True)
         command = [*OAKEMU_RL, "train", "--config", str(config), "--run-dir", str(run_dir)]
-        command += ["--seed", str(seed), "--steps", str(steps), "--quiet"]
+        command += ["--seed", str(seed), "--quiet"]
+        command += ["--minutes", f"{minutes:g}"] if minutes is not None else ["--steps", str(steps)]
         started = time.monotonic()
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
         print(f"  trained {name} on {game}, seed {seed}: {time.monotonic() - started:.0f} s",
@@ -91,12 +100,16 @@ def train(
     return run_dir, json.loads(summary_path.read_text())
 
 
-def _finished(summary_path: Path, steps: int) -> bool:
-    """Whether the run wrote its summary after its whole budget: a run stopped early
-    (SIGTERM, Ctrl-C) writes one too, with fewer steps."""
+def _finished(summary_path: Path, steps: int | None) -> bool:
+    """Whether the run wrote its summary after its whole budget (`steps`, or None: its
+    time): a run stopped early (SIGTERM, Ctrl-C) writes one too, with fewer steps or
+    stopped as interrupted."""
     if not summary_path.is_file():
         return False
-    return bool(json.loads(summary_path.read_text())["steps"] >= steps)
+    summary = json.loads(summary_path.read_text())
+    if steps is None:
+        return str(summary.get("stop_reason", "")).startswith("time limit")
+    return bool(summary["steps"] >= steps)
 
 
 def evaluate(run_dir: Path, episodes: int, seed: int, random: bool = False) -> Evaluation:

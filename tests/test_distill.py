@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from oakemu_rl.cli.main import main
 from oakemu_rl.distill import (
@@ -447,6 +448,9 @@ def test_init_anchor_is_refused_where_it_would_do_nothing(
     config = _ppo_from_student({"coef": 0.5})
     with pytest.raises(ConfigError, match="init_anchor: anchors a run started from a distilled"):
         PPOExperiment(config, tmp_path / "alone", print_fn=_quiet)
+    # A saved configuration lists every setting, the anchor's defaults too: not a choice.
+    saved = PPOExperimentConfiguration.from_dict(yaml.safe_load(_ppo_from_student(None).to_yaml()))
+    PPOExperiment(saved, tmp_path / "saved", print_fn=_quiet)
     narrowed = _ppo_from_student(None).model_copy(
         update={"env": _ppo_from_student(None).env.model_copy(update={"allowed_actions": [0, 1]})}
     )

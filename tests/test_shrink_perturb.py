@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from oakemu_rl.dqn.config import DQNExperimentConfiguration
 from oakemu_rl.dqn.model import DQNModel
@@ -48,6 +49,9 @@ def test_each_weight_moves_the_given_share_towards_a_fresh_initialisation() -> N
 def test_a_shrink_without_a_period_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"set shrink_perturb\.every_updates too"):
         DQNExperimentConfiguration.from_dict({"learner": {"shrink_perturb": {"shrink": 0.8}}})
+    # A saved configuration lists every setting, the default shrink too: not a choice.
+    saved = yaml.safe_load(DQNExperimentConfiguration().to_yaml())
+    assert DQNExperimentConfiguration.from_dict(saved).learner.shrink_perturb.every_updates is None
 
 
 def test_a_dqn_run_shrinks_its_network_on_schedule(tmp_path: Path) -> None:

@@ -80,7 +80,9 @@ class ShrinkPerturbSettings(_Section):
 
     @model_validator(mode="after")
     def _used(self) -> Self:
-        if self.every_updates is None and "shrink" in self.model_fields_set:
+        # A saved configuration lists every setting: only a changed one is a choice.
+        default = type(self).model_fields["shrink"].default
+        if self.every_updates is None and self.shrink != default:
             raise ValueError(
                 "shrink_perturb.shrink: set shrink_perturb.every_updates too (shrink and "
                 "perturb is off without it)"

@@ -40,7 +40,7 @@ from ..envs.observation_choice import ObservationChoice, auto_choice
 from ..games.loader import load_game
 from ..runtime.actor import ActorBase
 from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointFile, CheckpointManager
-from ..runtime.config_base import ConfigError, ExperimentConfiguration
+from ..runtime.config_base import ConfigError, ExperimentConfiguration, InitAnchorSettings
 from ..runtime.context import RuntimeContext
 from ..runtime.env_owner import EnvFactory, make_multi_env
 from ..runtime.metrics import ConsoleSink, MemorySink, MultiSink
@@ -196,7 +196,8 @@ class Experiment(ABC, Generic[ConfigT]):
                 "on from its own checkpoint"
             )
         self._student = None if init_from is None else _find_student(init_from)
-        if init_from is None and not resume and "init_anchor" in config.model_fields_set:
+        # A saved configuration lists every setting: only a changed one is a choice.
+        if init_from is None and not resume and config.init_anchor != InitAnchorSettings():
             raise ConfigError(
                 "init_anchor: anchors a run started from a distilled student; give the run "
                 "--init-from RUN (in Python: init_from=RUN) or leave init_anchor out"
