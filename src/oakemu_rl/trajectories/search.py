@@ -23,6 +23,7 @@ import numpy as np
 
 from ..games.loader import GameDefinition
 from ..games.session import GameSession
+from .held_action import hold_action
 from .trajectory_file import Trajectory, game_file_label, game_sha256
 
 __all__ = ["SearchDemonstrator", "SearchResult", "SearchSettings"]
@@ -137,39 +138,26 @@ class SearchDemonstrator:
 
     def _child(self, node: _Node, action: int) -> _Node:
         """Hold `action` for a move from `node`'s state."""
-        session = self.session
-        session.reset_to_state(node.state)
-        lives, lost = node.lives, node.lives_lost
-        rewards: list[float] = []
-        outcome: str | None = None
-        steps = node.steps
-        for _ in range(self.settings.hold):
-            step = session.step(action)
-            self.simulated_steps += 1
-            steps += 1
-            rewards.append(step.reward)
-            new_lives = self._lives()
-            if lives is not None and new_lives is not None and new_lives < lives:
-                lost += lives - new_lives
-            lives = new_lives
-            if step.outcome in ("win", "loss"):
-                outcome = step.outcome
-            elif steps >= self.max_steps:
-                outcome = "truncated"
-            if outcome is not None:
-                break
-        values = session.values
+        held = hold_action(
+            self.session,
+            node.state,
+            action,
+            self.settings.hold,
+            node.lives,
+            steps_left=self.max_steps - node.steps,
+        )
+        self.simulated_steps += len(held.rewards)
         return _Node(
-            session.save_state(),
+            held.state,
             node,
-            [action] * len(rewards),
-            rewards,
-            node.episode_return + float(sum(rewards)),
-            lost,
-            lives,
-            steps,
-            outcome,
-            tuple(values[name] for name in self._situation_variables),
+            [action] * len(held.rewards),
+            held.rewards,
+            node.episode_return + float(sum(held.rewards)),
+            node.lives_lost + held.lives_lost,
+            held.lives,
+            node.steps + len(held.rewards),
+            held.outcome,
+            tuple(held.values[name] for name in self._situation_variables),
         )
 
     def _expand(self, beam: list[_Node]) -> tuple[list[_Node], list[_Node]]:

@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from ..games.loader import GameDefinition
 from ..games.session import GameSession
+from .held_action import hold_action
 
 __all__ = [
     "LabelWithTeacher",
@@ -163,32 +164,19 @@ class SearchTeacher:
 
     def _advance(self, path: _Path, action: int, steps: int, firsts: int) -> _Path:
         """`path` with `action` held for up to `steps` steps (fewer if the episode ends)."""
-        session = self.session
-        session.reset_to_state(path.state)
-        lives, lost, collected = path.lives, path.lives_lost, path.episode_return
-        ended: str | None = None
-        for _ in range(steps):
-            step = session.step(action)
-            self.simulated_steps += 1
-            collected += step.reward
-            now = self._lives()
-            if lives is not None and now is not None and now < lives:
-                lost += lives - now
-            lives = now
-            if step.outcome in ("win", "loss"):
-                ended = step.outcome
-                if ended == "loss" and not self._has_lives:
-                    lost += 1
-                break
-        values = session.values
+        held = hold_action(self.session, path.state, action, steps, path.lives)
+        self.simulated_steps += len(held.rewards)
+        lost = path.lives_lost + held.lives_lost
+        if held.outcome == "loss" and not self._has_lives:
+            lost += 1  # a lost game is a lost life where the game counts none
         return _Path(
-            session.save_state(),
-            lives,
+            held.state,
+            held.lives,
             lost,
-            collected,
+            path.episode_return + float(sum(held.rewards)),
             firsts,
-            ended,
-            tuple(values[name] for name in self._situation),
+            held.outcome,
+            tuple(held.values[name] for name in self._situation),
         )
 
     def _select(self, children: list[_Path]) -> list[_Path]:
