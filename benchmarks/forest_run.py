@@ -56,7 +56,13 @@ RESTARTS: dict[str, Any] = {
 }
 OBSERVATION = {"env": {"observation": {"type": "attributes", "frame_stack": 2}}}
 DISTILL: dict[str, Any] = {
-    "env": {"num_envs": 4, "observation": {"type": "attributes", "frame_stack": 2}},
+    # Labels are the bottleneck, so the workers that make them run at normal priority
+    # rather than the default SCHED_IDLE, which leaves them only what the learner spares.
+    "env": {
+        "num_envs": 4,
+        "worker_nice": 0,
+        "observation": {"type": "attributes", "frame_stack": 2},
+    },
     # The teacher that won a game with no life lost (horizon 12, width 8); labels cost about
     # 570 emulator steps each, so the learner makes several updates per label.
     "distill": {
