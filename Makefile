@@ -20,10 +20,8 @@ venv: $(STAMP)
 train: $(STAMP)
 	$(VENV)/bin/oakemu-rl train
 
-# Tests run in one process per core (pytest-xdist), a file at a time per process: a file's
-# shared fixtures (a trained run, a Ray cluster) are built once.
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q -n auto --dist loadfile --durations=10
+	$(VENV)/bin/python -m pytest -q --durations=10
 
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(VENV)/bin/python -m pytest -q tests/test_fuzz.py
