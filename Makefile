@@ -21,7 +21,9 @@ train: $(STAMP)
 	$(VENV)/bin/oakemu-rl train
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q --durations=10
+	@# One process per core, a file at a time, so a file's shared fixtures (trained runs, the
+	@# Ray cluster) are built once.
+	$(VENV)/bin/python -m pytest -q -n auto --dist loadfile --durations=10
 
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(VENV)/bin/python -m pytest -q tests/test_fuzz.py
