@@ -82,7 +82,7 @@ def test_label_equals_an_exhaustive_lookahead() -> None:
 def test_target_puts_no_mass_on_a_lost_life_where_a_safe_move_exists() -> None:
     teacher = SearchTeacher(load_game("catch"), TeacherSettings(horizon=14, width=8), seed=1)
     mixed = 0
-    for steps in range(16, 30, 2):
+    for steps in range(16, 32):
         label = teacher.label(_catch_state(steps))
         assert label.target.sum() == pytest.approx(1.0)
         assert (label.target >= 0).all()
@@ -91,6 +91,54 @@ def test_target_puts_no_mass_on_a_lost_life_where_a_safe_move_exists() -> None:
             assert label.target[~label.safe].sum() == 0.0
             assert label.safe[label.best_action]
     assert mixed > 0, "no state with both safe and losing moves: the test checks nothing"
+
+
+def _survives(
+    session: GameSession, state: bytes, depth: int, failed: set[tuple[bytes, int]]
+) -> bool:
+    """Whether some action sequence from `state` loses no life of catch for `depth` steps
+    (plain depth-first search)."""
+    if depth == 0:
+        return True
+    if (state, depth) in failed:
+        return False
+    for action in range(3):
+        session.reset_to_state(state)
+        lives = session.values["lives"]
+        step = session.step(action)
+        if session.values["lives"] < lives or step.outcome == "loss":
+            continue
+        if step.outcome == "win" or _survives(session, session.save_state(), depth - 1, failed):
+            return True
+    failed.add((state, depth))
+    return False
+
+
+def test_verification_finds_the_safe_futures_a_narrow_beam_prunes() -> None:
+    game = load_game("catch")
+    session = GameSession(game)
+    pruned = 0
+    for steps in range(16, 32):
+        state = _catch_state(steps)
+        safe = []
+        for action in range(3):
+            session.reset_to_state(state)
+            lives = session.values["lives"]
+            session.step(action)
+            kept = session.values["lives"] == lives
+            safe.append(kept and _survives(session, session.save_state(), 14, set()))
+        narrow = TeacherSettings(horizon=14, width=8, verify_budget=0)
+        beam = SearchTeacher(game, narrow, seed=1).label(state)
+        verified = SearchTeacher(game, TeacherSettings(horizon=14, width=8), seed=1).label(state)
+        # The beam's safe verdicts are found paths, so always right; the check corrects
+        # its unsafe ones and never adds a loss.
+        assert not ((beam.lives_lost == 0) & ~np.array(safe)).any()
+        assert (verified.lives_lost == 0).tolist() == safe, steps
+        assert (verified.lives_lost <= beam.lives_lost).all()
+        pruned += (beam.lives_lost > 0).sum() > (~np.array(safe)).sum()
+        # Actions the beam kept keep its returns; rescued ones get their path's return.
+        assert np.isfinite(verified.returns).all()
+    assert pruned > 0, "the beam pruned no safe future: the test checks nothing"
 
 
 def test_soft_target_orders_safe_moves_by_return() -> None:

@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from ..ppo.config import PPOModelSettings, PPOTesterSettings
 from ..runtime.config_base import ConfigError, ExperimentConfiguration
 from ..runtime.config_base import ConfigSection as _Section
+from ..runtime.rollback import RollbackSettings
 from ..trajectories.teacher import TeacherSettings
 
 __all__ = ["ConfigError", "DistillExperimentConfiguration", "DistillSettings"]
@@ -34,7 +35,8 @@ class DistillSettings(_Section):
         8,
         ge=1,
         description="Teacher: states its beam keeps after each searched step (at least one "
-        "per action). A label costs up to actions x (hold + horizon x width) emulator steps.",
+        "per action). A label costs up to actions x (hold + horizon x width) emulator steps, "
+        "plus verify_budget.",
     )
     hold: int = Field(
         1, ge=1, description="Teacher: steps each labelled action is held before the search."
@@ -45,6 +47,14 @@ class DistillSettings(_Section):
         description="Teacher: how sharply the soft target prefers the safe action with the "
         "most reward (in reward units; small: nearly the argmax). Actions that lose more "
         "lives than the safest one get no mass.",
+    )
+    verify_budget: int = Field(
+        2000,
+        ge=0,
+        description="Teacher: emulator steps per label a depth-first search may spend "
+        "checking each action the beam found losing more lives than the best one, for a "
+        "path that loses no more (0: the beam's verdict stands). A narrow beam can prune "
+        "every safe future of an action; the check keeps such actions in the target.",
     )
     beta_start: float = Field(
         1.0,
@@ -111,7 +121,11 @@ class DistillSettings(_Section):
     def teacher_settings(self) -> TeacherSettings:
         """The teacher's lookahead these settings describe."""
         return TeacherSettings(
-            horizon=self.horizon, width=self.width, hold=self.hold, temperature=self.temperature
+            horizon=self.horizon,
+            width=self.width,
+            hold=self.hold,
+            temperature=self.temperature,
+            verify_budget=self.verify_budget,
         )
 
 
@@ -130,6 +144,13 @@ class DistillExperimentConfiguration(ExperimentConfiguration):
     distill: DistillSettings = Field(
         default_factory=DistillSettings,
         description="Teacher, beta schedule, aggregated dataset and update.",
+    )
+    rollback: RollbackSettings = Field(
+        default_factory=lambda: RollbackSettings(watch_collapse=False),
+        description="Automatic rollback to an earlier checkpoint when training breaks down. "
+        "Distill watches only for non-finite losses by default: every label stays valid, "
+        "and the tester's score dips while beta hands the play to the student, which a "
+        "rollback (restoring older weights, halving the learning rate) would only slow.",
     )
 
     @model_validator(mode="after")
