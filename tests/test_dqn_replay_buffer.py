@@ -102,6 +102,39 @@ def test_n_step_returns_match_hand_computation() -> None:
     np.testing.assert_array_equal(data["actions"], [0, 1, 0, 1, 0])
 
 
+def test_an_annealed_n_step_return_shortens_as_transitions_are_written() -> None:
+    gamma = 0.5
+    buffer = ReplayBuffer(
+        100,
+        (1,),
+        observation_dtype=np.float32,
+        n_step=1,
+        gamma=gamma,
+        n_step_start=3,
+        n_step_anneal=4,
+    )
+    assert buffer.current_n_step == 3
+    rewards = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
+    for t, r in enumerate(rewards):  # one episode, observations 0..7, still running
+        vector_step(buffer, 0, t, 0, r, t + 1, start=t == 0)
+    data = buffer.transitions()
+    starts = data["observations"][:, 0].astype(int)
+    lengths = (data["next_observations"][:, 0] - data["observations"][:, 0]).astype(int)
+    # n after 0, 1, 2, 3 and 4+ transitions: 3, round(2.5), 2, round(1.5), 1 (to even).
+    assert starts.tolist() == [0, 1, 2, 3, 4, 5, 6]
+    assert lengths.tolist() == [3, 2, 2, 2, 1, 1, 1]
+    for start, n, ret, discount in zip(
+        starts, lengths, data["returns"], data["discounts"], strict=True
+    ):
+        expected = sum(gamma**j * rewards[start + j] for j in range(n))
+        assert ret == pytest.approx(expected) and discount == pytest.approx(gamma**n)
+    assert buffer.current_n_step == 1 and buffer.pending_count == 0
+    # The schedule goes on from where a restored buffer left it.
+    restored = buffer.clone_empty()
+    restored.load_state_dict(buffer.state_dict())
+    assert restored.current_n_step == 1 and restored.n_step_start == 3
+
+
 def test_truncation_bootstraps_and_envs_interleave() -> None:
     gamma = 0.5
     buffer = ReplayBuffer(100, (1,), observation_dtype=np.float32, n_step=2, gamma=gamma)

@@ -135,6 +135,17 @@ class LearnerSettings(_Section):
     )
 
 
+class NStepAnnealSettings(_Section):
+    """An n-step return annealed over the run's start (BBF, Schwarzer et al. 2023: long
+    returns spread a sparse reward fast while the Q-values are still poor; short ones
+    bias the target less once they are good)."""
+
+    start: int = Field(10, ge=1, description="n of the first transitions written.")
+    steps: int = Field(
+        50_000, ge=1, description="Transitions over which n falls linearly to replay.n_step."
+    )
+
+
 class ReplaySettings(_Section):
     """The replay buffer and its writer."""
 
@@ -150,6 +161,11 @@ class ReplaySettings(_Section):
     )
     priority_eps: float = Field(1e-6, gt=0, description="Added to |TD error| for priorities.")
     n_step: int = Field(3, ge=1, description="Steps of the n-step return.")
+    n_step_anneal: NStepAnnealSettings | None = Field(
+        None,
+        description="Anneal n from n_step_anneal.start down to n_step over n_step_anneal.steps "
+        "transitions (BBF: from 10 to 3); null: n_step throughout. Demonstrations keep n_step.",
+    )
     stage_size: int = Field(
         32, ge=1, description="Transitions staged on the actor before a batch goes to the writer."
     )

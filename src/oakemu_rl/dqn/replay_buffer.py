@@ -73,6 +73,12 @@ class ReplayBuffer:
         frame_stack: frames stacked on axis 0 of an observation (1 for vectors).
         n_step: steps of the n-step return.
         gamma: discount factor.
+        n_step_start: when set, the n-step return is annealed from this many steps to
+            `n_step`, linearly over the first `n_step_anneal` env steps (as BBF anneals it
+            from 10 to 3); each transition keeps the n it was written with (its discount
+            is gamma^n, or 0 where the episode ended). The env steps are those given to
+            `note_env_steps`, or the transitions written where that is more.
+        n_step_anneal: env steps over which n falls (or rises) to `n_step`.
         prioritized: sample by priority (sum tree) instead of uniformly.
         alpha: priority exponent.
         priority_eps: added to |TD error| before the exponent.
@@ -92,6 +98,8 @@ class ReplayBuffer:
         alpha: float = 0.6,
         priority_eps: float = 1e-6,
         frame_capacity: int | None = None,
+        n_step_start: int | None = None,
+        n_step_anneal: int = 1,
     ) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity}")
@@ -105,7 +113,15 @@ class ReplayBuffer:
         self.observation_dtype = np.dtype(observation_dtype)
         self.frame_stack = frame_stack
         self.frame_shape = (shape[0] // frame_stack, *shape[1:])
+        if n_step < 1 or (n_step_start is not None and n_step_start < 1) or n_step_anneal < 1:
+            raise ValueError(
+                f"n_step ({n_step}), n_step_start ({n_step_start}) and n_step_anneal "
+                f"({n_step_anneal}) must be at least 1"
+            )
         self.n_step = n_step
+        self.n_step_start = n_step_start
+        self.n_step_anneal = n_step_anneal
+        self._env_steps = 0
         self.gamma = gamma
         self.prioritized = prioritized
         self.alpha = alpha
@@ -146,6 +162,19 @@ class ReplayBuffer:
         return self._max_priority
 
     @property
+    def current_n_step(self) -> int:
+        """The n of the n-step return of the transitions written now."""
+        if self.n_step_start is None:
+            return self.n_step
+        done = min(1.0, max(self.total_added, self._env_steps) / self.n_step_anneal)
+        return max(1, round(self.n_step_start + (self.n_step - self.n_step_start) * done))
+
+    def note_env_steps(self, steps: int) -> None:
+        """The run's env steps so far, which the annealed n follows (a resumed run whose
+        buffer was not saved goes on where its schedule was)."""
+        self._env_steps = steps
+
+    @property
     def open_streams(self) -> int:
         """Envs with an episode in progress."""
         return len(self._streams)
@@ -184,8 +213,10 @@ class ReplayBuffer:
         if t.terminated or t.truncated:
             self._finish(stream, terminal=t.terminated)
             del self._streams[t.env_id]
-        elif len(stream.pending) >= self.n_step:
-            self._emit(stream, terminal=False)
+        else:
+            # More than one when n has just been annealed down: each keeps its own length.
+            while len(stream.pending) >= self.current_n_step:
+                self._emit(stream, terminal=False)
 
     def end_episodes(self) -> None:
         """Close every open episode as truncated (its envs restart): pending steps are
@@ -376,6 +407,8 @@ class ReplayBuffer:
                 "frame_stack": self.frame_stack,
                 "frame_capacity": self.frame_capacity,
                 "n_step": self.n_step,
+                "n_step_start": self.n_step_start,
+                "n_step_anneal": self.n_step_anneal,
                 "gamma": self.gamma,
                 "prioritized": self.prioritized,
                 "next_frame_id": self._next_frame_id,
@@ -460,4 +493,6 @@ class ReplayBuffer:
             alpha=self.alpha,
             priority_eps=self.priority_eps,
             frame_capacity=self.frame_capacity,
+            n_step_start=self.n_step_start,
+            n_step_anneal=self.n_step_anneal,
         )

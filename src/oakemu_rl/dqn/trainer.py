@@ -117,6 +117,7 @@ class Trainer(ActorBase[DQNExperimentConfiguration, int]):
             if not force and len(self._staged) < self.config.replay.stage_size:
                 return
             batch, self._staged = self._staged, []
+        self._replay_buffer.note_env_steps(self._steps)
         self._replay_writer.submit(batch)
 
     def freeze_replay_pipeline(self) -> AbstractContextManager[None]:
@@ -225,6 +226,8 @@ class Trainer(ActorBase[DQNExperimentConfiguration, int]):
             "queue/replay_depth": float(self.replay_queue_depth),
             "perf/actor_wait_s": self.replay_ratio_gate.actor_wait_s,
         }
+        if self._replay_buffer.n_step_start is not None:
+            scalars["replay/n_step"] = float(self._replay_buffer.current_n_step)
         epsilon = self.policy.get_exploration_value(self._steps)
         if epsilon is not None:
             scalars["train/epsilon"] = epsilon

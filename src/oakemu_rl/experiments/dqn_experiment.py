@@ -51,6 +51,8 @@ def build_replay_buffer(
         prioritized=r.prioritized,
         alpha=r.alpha,
         priority_eps=r.priority_eps,
+        n_step_start=r.n_step_anneal.start if r.n_step_anneal else None,
+        n_step_anneal=r.n_step_anneal.steps if r.n_step_anneal else 1,
     )
 
 
