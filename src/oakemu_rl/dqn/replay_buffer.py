@@ -407,8 +407,6 @@ class ReplayBuffer:
                 "frame_stack": self.frame_stack,
                 "frame_capacity": self.frame_capacity,
                 "n_step": self.n_step,
-                "n_step_start": self.n_step_start,
-                "n_step_anneal": self.n_step_anneal,
                 "gamma": self.gamma,
                 "prioritized": self.prioritized,
                 "next_frame_id": self._next_frame_id,
