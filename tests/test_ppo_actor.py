@@ -293,6 +293,7 @@ def test_async_rollouts_pair_each_action_with_its_own_observations(
         env={
             "num_envs": 8,
             "backend": "process",
+            "worker_nice": 0,  # idle workers would wait on the other xdist process
             "observation": observation,
             "batch_wait_s": batch_wait_s,
         },
