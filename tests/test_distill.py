@@ -20,6 +20,7 @@ from oakemu_rl.distill import (
     BetaSchedule,
     DistillDataset,
     DistillExperimentConfiguration,
+    safe_choice_rate,
     soft_cross_entropy,
 )
 from oakemu_rl.dqn.config import DQNExperimentConfiguration
@@ -71,6 +72,22 @@ def test_soft_cross_entropy_matches_a_hand_computation() -> None:
     assert float(soft_cross_entropy(masked, torch.tensor([[0.5, 0.5, 0.0]]))) == pytest.approx(
         math.log(2), rel=1e-6
     )
+
+
+def test_the_safe_choice_rate_counts_only_states_where_a_life_is_at_stake() -> None:
+    targets = np.array(
+        [
+            [0.0, 0.6, 0.4],  # action 0 loses a life: critical
+            [0.5, 0.5, 0.0],  # action 2 loses a life: critical
+            [0.2, 0.3, 0.5],  # every action safe: not critical
+            [1 / 3, 1 / 3, 1 / 3],  # every action equally bad (all lose a life): not critical
+        ],
+        dtype=np.float32,
+    )
+    assert safe_choice_rate(targets, np.array([1, 2, 0, 0])) == 0.5
+    assert safe_choice_rate(targets, np.array([2, 0, 1, 2])) == 1.0
+    assert safe_choice_rate(targets, np.array([0, 2, 1, 1])) == 0.0
+    assert safe_choice_rate(targets[2:], np.array([0, 1])) is None
 
 
 def test_beta_decays_linearly_then_stays() -> None:
@@ -215,6 +232,15 @@ def test_a_distill_run_resumes_with_its_dataset(distill_run: Path) -> None:
     for key, value in resumed.dataset.state_dict().items():
         np.testing.assert_array_equal(value, saved[key])
     assert resumed.actor.labels == int(saved["added"]) and resumed.learner.updates > 0
+    # The held-out scores are the student's greedy actions on the held-out states.
+    observations = saved["observations"][saved["held_out"]]
+    targets = saved["targets"][saved["held_out"]]
+    with torch.no_grad():
+        actions = resumed.learner.model.greedy_actions(torch.from_numpy(observations)).numpy()
+    scores = resumed.learner.holdout_scores()
+    best = targets[np.arange(len(actions)), actions] >= targets.max(axis=1) - 1e-6
+    assert scores["distill/holdout_accuracy"] == pytest.approx(best.mean())
+    assert scores.get("distill/holdout_safe") == safe_choice_rate(targets, actions)
     summary = resumed.run()
     assert summary["steps"] == 60 and summary["resumed_from_step"] == 40
     assert summary["dataset_size"] == summary["labels"] > int(saved["added"])

@@ -7,7 +7,7 @@ states (DAgger), bounded in bytes; the `DistillLearner` trains the student, a `P
 by `soft_cross_entropy` on them.
 """
 
-from .actor import DistillActor, teacher_agrees
+from .actor import DistillActor, safe_choice_rate, teacher_agrees
 from .config import DistillExperimentConfiguration, DistillSettings
 from .dataset import DistillBatch, DistillDataset
 from .learner import DistillLearner, NonFiniteDistillLossError
@@ -27,6 +27,7 @@ __all__ = [
     "DistillSettings",
     "DistillStateAdapter",
     "NonFiniteDistillLossError",
+    "safe_choice_rate",
     "soft_cross_entropy",
     "teacher_agrees",
 ]

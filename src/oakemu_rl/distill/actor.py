@@ -43,6 +43,19 @@ def teacher_agrees(
     return agrees
 
 
+def safe_choice_rate(
+    targets: npt.NDArray[np.floating], actions: npt.NDArray[np.integer]
+) -> float | None:
+    """On the rows where the teacher found some action to lose a life (mass 0) and another
+    not to, the share on which `actions[i]` is one that does not (None: no such row). A
+    single lost life ends a win, so this, not agreement, says how close a student is."""
+    critical = (targets <= 0).any(axis=1) & (targets > 0).any(axis=1)
+    if not critical.any():
+        return None
+    chosen = targets[np.flatnonzero(critical), actions[critical]]
+    return float((chosen > 0).mean())
+
+
 @dataclass
 class _Labelled:
     """An env's labelled state, waiting for the student's pass."""

@@ -16,7 +16,7 @@ from ..ppo.model import PPOModel
 from ..runtime.context import RuntimeContext
 from ..runtime.learner_thread import LearnerThread
 from ..runtime.thread_safe_model import ThreadSafeModel
-from .actor import teacher_agrees
+from .actor import safe_choice_rate, teacher_agrees
 from .config import DistillExperimentConfiguration
 from .dataset import DistillDataset
 from .loss import soft_cross_entropy
@@ -40,9 +40,8 @@ class DistillLearner(LearnerThread):
     Consumes minibatches of labelled states (`DistillDataset.sample`, critical states
     weighted up); produces weights, published through the ThreadSafeModel after each
     update, and scalars: ``distill/loss`` (the mean soft cross-entropy since the last
-    log; also as ``train/loss``), ``distill/holdout_accuracy`` (the share of held-out
-    states on which the student's most likely action is one the teacher rates best),
-    ``train/updates``,
+    log; also as ``train/loss``), ``distill/holdout_accuracy`` and
+    ``distill/holdout_safe`` (`holdout_scores`), ``train/updates``,
     ``train/learning_rate`` and ``perf/updates_per_s``, every `distill.eval_every_updates`
     updates.
 
@@ -142,16 +141,22 @@ class DistillLearner(LearnerThread):
         )
 
     @torch.no_grad()
-    def holdout_accuracy(self) -> float | None:
-        """The share of held-out states (a random choice of up to `HOLDOUT_SAMPLE`) on which
-        the student's most likely action is one the teacher rates best; None without any."""
+    def holdout_scores(self) -> dict[str, float]:
+        """The student's most likely action on held-out states (a random choice of up to
+        `HOLDOUT_SAMPLE`): ``distill/holdout_accuracy``, the share on which it is one the
+        teacher rates best, and ``distill/holdout_safe``, the share on which it loses no
+        life where another action would (`safe_choice_rate`); empty without any."""
         held = self.dataset.holdout(HOLDOUT_SAMPLE, self.rng)
         if held is None:
-            return None
+            return {}
         observations, targets = held
         batch = torch.from_numpy(observations).to(self.context.device)
         actions = self.model.greedy_actions(batch).cpu().numpy()
-        return float(teacher_agrees(targets, actions).mean())
+        scores = {"distill/holdout_accuracy": float(teacher_agrees(targets, actions).mean())}
+        safe = safe_choice_rate(targets, actions)
+        if safe is not None:
+            scores["distill/holdout_safe"] = safe
+        return scores
 
     # -- thread ---------------------------------------------------------------------------
 
@@ -189,9 +194,7 @@ class DistillLearner(LearnerThread):
         }
         self._losses.clear()
         with self._hold:
-            accuracy = self.holdout_accuracy()
-        if accuracy is not None:
-            metrics["distill/holdout_accuracy"] = accuracy
+            metrics.update(self.holdout_scores())
         self.last_metrics = metrics
         for name, value in metrics.items():
             self.context.metrics.scalar(name, value, step)

@@ -105,6 +105,7 @@ class DistillExperiment(
             "dataset_size": len(self.dataset),
             "dataset_bytes": self.dataset.nbytes,
             "holdout_accuracy": self.learner.last_metrics.get("distill/holdout_accuracy"),
+            "holdout_safe": self.learner.last_metrics.get("distill/holdout_safe"),
         }
 
     def _counts(self) -> str:
