@@ -311,8 +311,8 @@ class SearchTeacher:
         budget_end = self.simulated_steps + self.settings.verify_budget
         failed: dict[bytes, int] = {}
         for action in np.flatnonzero(lives_lost > allowed):
-            if self.simulated_steps >= budget_end:
-                return
+            if self.simulated_steps + self.settings.hold > budget_end:
+                return  # not even the action's held steps fit in what is left
             first = self._advance(root, int(action), self.settings.hold, 0)
             found = self._depth_first(first, self.settings.horizon, allowed, failed, budget_end)
             if found is not None:
