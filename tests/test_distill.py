@@ -247,6 +247,31 @@ def test_a_distill_run_resumes_with_its_dataset(distill_run: Path) -> None:
     assert summary["init_from"] is None
 
 
+def test_the_teacher_intervenes_where_the_student_would_lose_a_life(tmp_path: Path) -> None:
+    """An untrained student plays every step (beta 0, no update); with `intervene` the
+    teacher (horizon 10, which sees each falling block in time) overrides its losing moves:
+    both envs keep all 5 lives, and each overridden state is marked critical. (Without
+    `intervene` the same run loses a life.)"""
+    config = _cheap_config(
+        total_steps=150,
+        distill={
+            "horizon": 10,
+            "verify_budget": 0,
+            "beta_start": 0.0,
+            "learning_starts": 10**6,
+            "holdout_fraction": 0.0,
+            "critical_steps": 1,
+            "intervene": True,
+        },
+        checkpoint={"every_steps": 10**6},
+    )
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=_quiet)
+    summary = experiment.run()
+    assert summary["teacher_actions"] == summary["interventions"] > 0
+    assert [state.last_lives for state in experiment.actor.lifecycle] == [5, 5]
+    assert experiment.dataset.criticals == summary["interventions"]
+
+
 def test_evaluate_and_export_a_distill_run(
     distill_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

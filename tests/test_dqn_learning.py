@@ -59,6 +59,7 @@ def catch_config(**overrides: Any) -> DQNExperimentConfiguration:
         "env": {
             "num_envs": 8,
             "num_workers": 2,
+            "worker_nice": 0,  # idle workers would wait on the other xdist process
             "observation": {"type": "attributes", "attribute_encoding": "colours"},
         },
         "learner": {"learning_starts": 1_000},

@@ -65,6 +65,17 @@ class _Labelled:
     teacher_action: int | None
     """The teacher's action (drawn from its target) when the teacher acts; None when the
     student does."""
+    entry_id: int
+    """The state's id in the dataset."""
+    rng: np.random.Generator
+    """The env's generator (a teacher's action where it intervenes)."""
+
+
+def _draw(target: npt.NDArray[np.float32], rng: np.random.Generator) -> int:
+    """An action drawn from the soft target."""
+    cumulative = np.cumsum(target, dtype=np.float64)
+    pick = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+    return min(pick, len(target) - 1)
 
 
 class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
@@ -80,11 +91,16 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
        action is drawn from the teacher's target; otherwise the student acts with its
        most likely action. The student's pass runs on every labelled state either way,
        batched over the ready envs, to measure its agreement with the teacher;
-    3. when a step loses a life (``info["lives"]`` falls) or loses the game, marks the
+    3. with `distill.intervene`, where the student's action loses a life that another
+       keeps (no target mass on it), the teacher acts instead, drawn from its target, and
+       the state is marked critical;
+    4. when a step loses a life (``info["lives"]`` falls) or loses the game, marks the
        env's last `distill.critical_steps` states critical.
 
     Actor scalars: ``distill/labels_per_s``, ``distill/teacher_ms``, ``distill/agreement``,
-    ``distill/beta``, ``distill/dataset_size`` and ``distill/critical_states``.
+    ``distill/beta``, ``distill/interventions`` (the share of the student's actions the
+    teacher overrode; with `intervene` only), ``distill/dataset_size`` and
+    ``distill/critical_states``.
 
     Args:
         context: the run's context.
@@ -112,6 +128,7 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
         self.schedule = schedule
         settings = context.config.distill
         self._holdout_fraction = settings.holdout_fraction
+        self._intervene = settings.intervene
         num_envs = context.config.env.num_envs
         self._recent: list[deque[int]] = [
             deque(maxlen=settings.critical_steps) for _ in range(num_envs)
@@ -121,8 +138,17 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
         self.labels = 0
         """States labelled so far (over the run)."""
         self.teacher_actions = 0
-        """Actions the teacher took so far (over the run)."""
-        self._window = {"labels": 0.0, "seconds": 0.0, "agreed": 0.0, "judged": 0.0}
+        """Actions the teacher took so far (over the run), interventions included."""
+        self.interventions = 0
+        """Student actions the teacher overrode so far (over the run; `intervene`)."""
+        self._window = {
+            "labels": 0.0,
+            "seconds": 0.0,
+            "agreed": 0.0,
+            "judged": 0.0,
+            "student": 0.0,
+            "overridden": 0.0,
+        }
         self._window_start = time.monotonic()
 
     # -- labels ---------------------------------------------------------------------------
@@ -143,20 +169,17 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
         target = np.asarray(label["target"], dtype=np.float32)
         rng = state.rng
         holdout = bool(rng.random() < self._holdout_fraction)
-        self._recent[state.env_id].append(
-            self.dataset.add(state.observation, target, holdout=holdout)
-        )
+        entry_id = self.dataset.add(state.observation, target, holdout=holdout)
+        self._recent[state.env_id].append(entry_id)
         teacher_action: int | None = None
         if rng.random() < self.schedule(self._steps):
-            cumulative = np.cumsum(target, dtype=np.float64)
-            pick = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
-            teacher_action = min(pick, len(target) - 1)
+            teacher_action = _draw(target, rng)
         self.labels += 1
         window = self._window
         window["labels"] += 1
         window["seconds"] += float(label.get("seconds", 0.0))
         self._queue_for_inference(
-            _Labelled(state.env_id, target, teacher_action), state.observation
+            _Labelled(state.env_id, target, teacher_action, entry_id, rng), state.observation
         )
 
     # -- the algorithm's part of the loop ---------------------------------------------------
@@ -214,10 +237,18 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
         self._window["judged"] += float(len(entries))
         for entry, action in zip(entries, student.tolist(), strict=True):
             state = self.lifecycle[entry.env_id]
-            chosen = int(action) if entry.teacher_action is None else entry.teacher_action
+            teacher_action = entry.teacher_action
+            if teacher_action is None and self._intervene:
+                self._window["student"] += 1
+                if entry.target[action] <= 0:  # it loses a life that another action keeps
+                    teacher_action = _draw(entry.target, entry.rng)
+                    self.dataset.mark_critical([entry.entry_id])
+                    self.interventions += 1
+                    self._window["overridden"] += 1
+            chosen = int(action) if teacher_action is None else teacher_action
             state.last_action = chosen
-            state.last_action_greedy = entry.teacher_action is None
-            self.teacher_actions += entry.teacher_action is not None
+            state.last_action_greedy = teacher_action is None
+            self.teacher_actions += teacher_action is not None
             env.submit(entry.env_id, chosen)
 
     def _after_batch(self, env: OakEmuMultiEnv) -> bool:
@@ -245,14 +276,21 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
             scalars["distill/teacher_ms"] = 1e3 * window["seconds"] / window["labels"]
         if window["judged"]:
             scalars["distill/agreement"] = window["agreed"] / window["judged"]
+        if window["student"]:
+            scalars["distill/interventions"] = window["overridden"] / window["student"]
         self._window = dict.fromkeys(window, 0.0)
         self._window_start = now
         return scalars
 
     def _extra_state(self) -> dict[str, Any]:
-        return {"labels": self.labels, "teacher_actions": self.teacher_actions}
+        return {
+            "labels": self.labels,
+            "teacher_actions": self.teacher_actions,
+            "interventions": self.interventions,
+        }
 
     def _restore_extra(self, state: ActorRuntimeState) -> None:
         self.labels = int(state.extra.get("labels", 0))
         self.teacher_actions = int(state.extra.get("teacher_actions", 0))
+        self.interventions = int(state.extra.get("interventions", 0))
         self._synced_version = -1

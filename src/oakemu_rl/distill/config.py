@@ -72,6 +72,15 @@ class DistillSettings(_Section):
         description="Env steps over which the chance the teacher acts goes linearly from "
         "beta_start to beta_end (DAgger: the student plays more and more of each episode).",
     )
+    intervene: bool = Field(
+        False,
+        description="Where the student acts and the teacher's label says its action loses "
+        "a life that another action keeps, the teacher acts instead (drawn from its target) "
+        "and the state is marked critical. The episode goes on past the student's mistakes, "
+        "so later stages of the game are labelled too, and the marked states are exactly "
+        "where the student errs (distill/interventions). Costs nothing: the label is made "
+        "either way.",
+    )
     dataset_bytes: int = Field(
         256 * 2**20,
         ge=1,

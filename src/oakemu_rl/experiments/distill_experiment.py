@@ -101,6 +101,7 @@ class DistillExperiment(
         return {
             "labels": actor.labels,
             "teacher_actions": actor.teacher_actions,
+            "interventions": actor.interventions,
             "beta": actor.schedule(actor.steps),
             "dataset_size": len(self.dataset),
             "dataset_bytes": self.dataset.nbytes,
