@@ -25,6 +25,9 @@ Variants:
                           teacher labels every state the envs reach, it acts with a
                           probability beta that decays, the student learns the soft
                           targets by cross-entropy)
+    distill+intervene     distill where the teacher also overrides the student's moves
+                          that lose a life (`distill.intervene`), so its episodes reach the
+                          later sectors it would not reach alone
     distill+ppo           distill for half the budget, then PPO from the distilled student
                           (`train --init-from`) for the other half
 """
@@ -86,6 +89,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "dqn+restarts+demos": ("dqn", RESTARTS, True),
     "ppo+restarts+demos": ("ppo", RESTARTS | OBSERVATION, True),
     "distill": ("distill", DISTILL, False),
+    "distill+intervene": (
+        "distill",
+        DISTILL | {"distill": DISTILL["distill"] | {"intervene": True}},
+        False,
+    ),
     "distill+ppo": ("ppo", {"env": DISTILL["env"]}, False),
 }
 INIT_FROM = {"distill+ppo": "distill"}
