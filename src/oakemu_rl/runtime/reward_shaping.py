@@ -40,6 +40,7 @@ __all__ = [
     "NoveltyBonus",
     "RewardShaper",
     "RewardShapingPipeline",
+    "RewardTransform",
     "ScaleReward",
     "SignReward",
     "resolve_callable",
@@ -86,7 +87,24 @@ class RewardShaper(ABC):
         return {}
 
 
-class ClipReward(RewardShaper):
+class RewardTransform(RewardShaper):
+    """A shaper that looks at the reward alone: subclasses define `transform`."""
+
+    def __call__(
+        self,
+        reward: float,
+        info: dict[str, Any],
+        env_state: EnvironmentState,
+        next_observation: npt.NDArray[Any] | None = None,
+    ) -> float:
+        return self.transform(reward)
+
+    @abstractmethod
+    def transform(self, reward: float) -> float:
+        """The shaped reward."""
+
+
+class ClipReward(RewardTransform):
     """Clip into [low, high]."""
 
     def __init__(self, low: float = -1.0, high: float = 1.0) -> None:
@@ -94,42 +112,24 @@ class ClipReward(RewardShaper):
             raise ValueError(f"clip: min {low} is above max {high}")
         self.low, self.high = low, high
 
-    def __call__(
-        self,
-        reward: float,
-        info: dict[str, Any],
-        env_state: EnvironmentState,
-        next_observation: npt.NDArray[Any] | None = None,
-    ) -> float:
+    def transform(self, reward: float) -> float:
         return min(self.high, max(self.low, reward))
 
 
-class ScaleReward(RewardShaper):
+class ScaleReward(RewardTransform):
     """Multiply by `factor`."""
 
     def __init__(self, factor: float) -> None:
         self.factor = factor
 
-    def __call__(
-        self,
-        reward: float,
-        info: dict[str, Any],
-        env_state: EnvironmentState,
-        next_observation: npt.NDArray[Any] | None = None,
-    ) -> float:
+    def transform(self, reward: float) -> float:
         return reward * self.factor
 
 
-class SignReward(RewardShaper):
+class SignReward(RewardTransform):
     """-1, 0 or +1."""
 
-    def __call__(
-        self,
-        reward: float,
-        info: dict[str, Any],
-        env_state: EnvironmentState,
-        next_observation: npt.NDArray[Any] | None = None,
-    ) -> float:
+    def transform(self, reward: float) -> float:
         return float(np.sign(reward))
 
 
