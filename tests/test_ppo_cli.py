@@ -11,6 +11,7 @@ import yaml
 
 from oakemu_rl.cli.main import main
 from ppo_testing import small_config
+from test_experiment import cartpole, quiet
 
 
 def _ppo_yaml(tmp_path: Path, **overrides: Any) -> Path:
@@ -44,6 +45,15 @@ def test_train_resume_and_evaluate_a_ppo_run(
     assert main(["evaluate", str(run_dir), "--last", "--episodes", "3", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["episodes"] == 3 and result["step"] == 1024 and result["mean_return"] > 0
+    assert result["policy"] == "greedy"
+    # --sample draws each action from the policy: on the same envs and seed, repeatable.
+    sampled = ["evaluate", str(run_dir), "--last", "--episodes", "3", "--sample", "--json"]
+    assert main([*sampled, "--seed", "5"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main([*sampled, "--seed", "5"]) == 0
+    assert json.loads(capsys.readouterr().out) == first and first["policy"] == "stochastic"
+    assert main(["evaluate", str(run_dir), "--sample", "--video", str(tmp_path / "a.gif")]) == 2
+    assert "does not take --sample" in capsys.readouterr().err
 
     assert main(["evaluate", str(run_dir), "--epsilon", "0.1"]) == 2
     assert "--epsilon applies to DQN agents" in capsys.readouterr().err
@@ -94,3 +104,13 @@ def test_dqn_remains_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         == 0
     )
     assert ran == ["dqn", "ppo"]
+
+
+def test_sample_is_refused_for_a_dqn_agent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    quiet(cartpole("dqn", total_steps=256), run_dir).run()
+    capsys.readouterr()
+    assert main(["evaluate", str(run_dir), "--sample"]) == 2
+    assert "--sample applies to PPO and distill agents" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""`oakemu-rl evaluate RUN_DIR|CHECKPOINT`: greedy episodes with a trained agent."""
+"""`oakemu-rl evaluate RUN_DIR|CHECKPOINT`: episodes with a trained agent (greedy, with
+`--epsilon` for DQN or `--sample` for PPO and distill), or random play (`--random`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .train_cmd import add_allow_code_flag
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "evaluate",
-        help="play greedy episodes with a trained agent: mean return, mean score, win rate",
+        help="play episodes with a trained agent: mean return, mean score, win rate",
         description="Play episodes with a trained agent. RUN_DIR means the run's best "
         "checkpoint by evaluation (the low end of its 95% confidence interval of the mean "
         "return; the newest one when none was evaluated); "
@@ -39,7 +40,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="envs played at once (default: the run's tester.num_envs); with 1, the "
         "episodes are those of play-onnx with the same --seed",
     )
-    parser.add_argument("--epsilon", type=float, help="random-action rate (default: the config's)")
+    parser.add_argument(
+        "--epsilon", type=float, help="DQN: random-action rate (default: the config's)"
+    )
+    parser.add_argument(
+        "--sample",
+        action="store_true",
+        help="PPO and distill: draw each action from the policy instead of taking the most "
+        "likely one (default: the config's tester.deterministic)",
+    )
     parser.add_argument(
         "--random",
         action="store_true",
@@ -99,8 +108,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.epsilon is not None and not 0.0 <= args.epsilon <= 1.0:
         raise UsageError(f"--epsilon must be between 0 and 1, got {args.epsilon}")
-    if args.random and (args.epsilon is not None or args.video is not None):
-        raise UsageError("--random plays random actions: it takes neither --epsilon nor --video")
+    if args.random and (args.epsilon is not None or args.video is not None or args.sample):
+        raise UsageError(
+            "--random plays random actions: it takes neither --epsilon, --sample nor --video"
+        )
+    if args.sample and args.video is not None:
+        raise UsageError("--video records the most likely actions: it does not take --sample")
     if args.video is not None and args.video.suffix.lower() not in (".gif", ".mp4"):
         raise UsageError(f"--video {args.video}: expected a .gif or .mp4 file")
     try:
@@ -110,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
             args.episodes,
             seed=args.seed,
             epsilon=args.epsilon,
+            deterministic=False if args.sample else None,
             random_policy=args.random,
             num_envs=args.num_envs,
             allow_code=args.allow_code,
@@ -127,6 +141,11 @@ def run(args: argparse.Namespace) -> int:
             )
         normalised = _normalised(checkpoint, result.mean_score, args.allow_code)
     except PolicyOptionError as exc:  # an option of the other algorithm
+        if args.sample and str(exc).startswith("deterministic"):
+            raise UsageError(
+                "--sample applies to PPO and distill agents; a DQN agent plays greedily "
+                "(--epsilon adds random actions)"
+            ) from None
         raise UsageError(f"--{exc}") from None
     except (ConfigError, RunError, CheckpointError, GymEnvError, VideoError) as exc:
         raise UsageError(str(exc)) from None
@@ -143,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
                     "ci95_low": _clean(result.ci95_low),
                     "ci95_high": _clean(result.ci95_high),
                     "mean_length": _clean(result.mean_length),
+                    "policy": result.policy,
                     "normalised_score": normalised,
                     "checkpoint": str(checkpoint.path),
                     "step": checkpoint.step,
@@ -155,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"{result.episodes} episodes: {result.interval}, std {result.std_return:.2f}, "
             f"mean score {result.mean_score:.2f}, "
-            f"win rate {result.win_rate:.0%}, mean length {result.mean_length:.0f}"
+            f"win rate {result.win_rate:.0%}, mean length {result.mean_length:.0f} "
+            f"({result.policy} policy)"
         )
         if normalised is not None:
             print(
