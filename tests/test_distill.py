@@ -170,6 +170,12 @@ def test_the_configuration_refuses_what_distill_cannot_do() -> None:
         DistillExperimentConfiguration.from_dict({"distill": {"critical_weight": 0.5}})
     with pytest.raises(ConfigError, match="episodic_life: distill has no bootstrapped"):
         DistillExperimentConfiguration.from_dict({"episodic_life": True})
+    with pytest.raises(ConfigError, match=r"distill\.width is a setting of the beam search"):
+        DistillExperimentConfiguration.from_dict({"distill": {"search": "safety", "width": 4}})
+    # A saved safety configuration (every field written out) loads back.
+    safety = DistillExperimentConfiguration.from_dict({"distill": {"search": "safety"}})
+    again = DistillExperimentConfiguration.from_dict(yaml.safe_load(safety.to_yaml()))
+    assert again.distill.teacher_settings().search == "safety"
 
 
 def test_config_show_lists_every_distill_setting(capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,6 +24,15 @@ __all__ = ["ConfigError", "DistillExperimentConfiguration", "DistillSettings"]
 class DistillSettings(_Section):
     """The teacher, who acts (the beta schedule), the aggregated dataset and the update."""
 
+    search: Literal["beam", "safety"] = Field(
+        "beam",
+        description="Teacher: 'beam' ranks the actions by the most reward a beam search finds "
+        "after each (the safe ones, checked depth first); 'safety' only finds, depth first, "
+        "which actions have a future that loses no life more than the best, and spreads the "
+        "target evenly over them: about 1/5 of the emulator steps a label (catch, horizon 14), "
+        "for a student that learns to survive, not to score. width and temperature are the "
+        "beam's; verify_budget caps either search.",
+    )
     horizon: int = Field(
         16,
         ge=0,
@@ -135,7 +144,23 @@ class DistillSettings(_Section):
             hold=self.hold,
             temperature=self.temperature,
             verify_budget=self.verify_budget,
+            search=self.search,
         )
+
+    @model_validator(mode="after")
+    def _search_uses_its_settings(self) -> DistillSettings:
+        # A saved configuration lists every field, so only a value off its default says
+        # that a user meant the beam's setting for the safety search.
+        fields = type(self).model_fields
+        beam_only = [
+            name for name in ("width", "temperature") if getattr(self, name) != fields[name].default
+        ]
+        if self.search == "safety" and beam_only:
+            raise ValueError(
+                f"distill.{beam_only[0]} is a setting of the beam search; search: safety does "
+                "not use it (leave it out, or set search: beam)"
+            )
+        return self
 
 
 class DistillExperimentConfiguration(ExperimentConfiguration):
