@@ -28,6 +28,8 @@ Variants:
     distill+intervene     distill where the teacher also overrides the student's moves
                           that lose a life (`distill.intervene`), so its episodes reach the
                           later sectors it would not reach alone
+    distill+safety        distill with the cheaper teacher (`distill.search: safety`): only
+                          which actions survive, depth first; several times the labels
     distill+ppo           distill for half the budget, then PPO from the distilled student
                           (`train --init-from`) for the other half
 """
@@ -92,6 +94,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "distill+intervene": (
         "distill",
         DISTILL | {"distill": DISTILL["distill"] | {"intervene": True}},
+        False,
+    ),
+    "distill+safety": (
+        "distill",
+        DISTILL | {"distill": DISTILL["distill"] | {"search": "safety"}},
         False,
     ),
     "distill+ppo": ("ppo", {"env": DISTILL["env"]}, False),
