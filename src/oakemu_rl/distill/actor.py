@@ -49,7 +49,7 @@ def safe_choice_rate(
     """On the rows where the teacher found some action to lose a life (mass 0) and another
     not to, the share on which `actions[i]` is one that does not (None: no such row). A
     single lost life ends a win, so this, not agreement, says how close a student is."""
-    critical = (targets <= 0).any(axis=1) & (targets > 0).any(axis=1)
+    critical = (targets <= 0).any(axis=1)  # a target's mass is never all on zero
     if not critical.any():
         return None
     chosen = targets[np.flatnonzero(critical), actions[critical]]
@@ -67,8 +67,6 @@ class _Labelled:
     student does."""
     entry_id: int
     """The state's id in the dataset."""
-    rng: np.random.Generator
-    """The env's generator (a teacher's action where it intervenes)."""
 
 
 def _draw(target: npt.NDArray[np.float32], rng: np.random.Generator) -> int:
@@ -179,7 +177,7 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
         window["labels"] += 1
         window["seconds"] += float(label.get("seconds", 0.0))
         self._queue_for_inference(
-            _Labelled(state.env_id, target, teacher_action, entry_id, rng), state.observation
+            _Labelled(state.env_id, target, teacher_action, entry_id), state.observation
         )
 
     # -- the algorithm's part of the loop ---------------------------------------------------
@@ -241,7 +239,7 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
             if teacher_action is None and self._intervene:
                 self._window["student"] += 1
                 if entry.target[action] <= 0:  # it loses a life that another action keeps
-                    teacher_action = _draw(entry.target, entry.rng)
+                    teacher_action = _draw(entry.target, state.rng)
                     self.dataset.mark_critical([entry.entry_id])
                     self.interventions += 1
                     self._window["overridden"] += 1
