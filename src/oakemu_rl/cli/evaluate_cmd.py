@@ -141,12 +141,8 @@ def run(args: argparse.Namespace) -> int:
             )
         normalised = _normalised(checkpoint, result.mean_score, args.allow_code)
     except PolicyOptionError as exc:  # an option of the other algorithm
-        if args.sample and str(exc).startswith("deterministic"):
-            raise UsageError(
-                "--sample applies to PPO and distill agents; a DQN agent plays greedily "
-                "(--epsilon adds random actions)"
-            ) from None
-        raise UsageError(f"--{exc}") from None
+        flag = {"epsilon": "--epsilon", "deterministic": "--sample"}[exc.option]
+        raise UsageError(f"{flag} {exc.reason}") from None
     except (ConfigError, RunError, CheckpointError, GymEnvError, VideoError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:

@@ -26,7 +26,13 @@ from .torch_setup import resolve_device, torch_threads_beside
 
 
 class PolicyOptionError(ValueError):
-    """An evaluation option the agent's algorithm does not have (the message names it)."""
+    """An evaluation option the agent's algorithm does not have: `option` (the keyword's
+    name) and `reason`, which the message joins."""
+
+    def __init__(self, option: str, reason: str) -> None:
+        super().__init__(f"{option} {reason}")
+        self.option = option
+        self.reason = reason
 
 
 #: Default env seed offset of `evaluate_checkpoint`, apart from training and tester envs.
@@ -139,10 +145,12 @@ def evaluate_checkpoint(
     experiment, config = read_checkpoint_config(checkpoint, allow_code=allow_code)
     if experiment.algo != "dqn" and epsilon is not None:
         raise PolicyOptionError(
-            f"epsilon applies to DQN agents; a {experiment.algo} agent plays its policy"
+            "epsilon", f"applies to DQN agents; a {experiment.algo} agent plays its policy"
         )
     if experiment.algo == "dqn" and deterministic is not None:
-        raise PolicyOptionError("deterministic applies to PPO agents; a DQN agent plays greedily")
+        raise PolicyOptionError(
+            "deterministic", "applies to PPO and distill agents; a DQN agent plays greedily"
+        )
     episodes = episodes or config.tester.episodes
     data = config.model_dump(mode="json")
     data["tester"]["num_envs"] = max(1, min(episodes, num_envs or config.tester.num_envs))
