@@ -543,9 +543,7 @@ def test_distill_learns_catch_from_the_search_teacher(tmp_path: Path) -> None:
             "seed": 0,
             "total_steps": LEARN_STEPS,
             "torch_threads": 1,
-            # normal priority: idle workers would get only what the other xdist process
-            # leaves of the cores
-            "env": {"num_workers": 2, "worker_nice": 0},
+            "env": {"num_workers": 2},
             "tester": {
                 "every_steps": 10**9,
                 "final_episodes": 4,
