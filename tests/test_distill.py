@@ -278,6 +278,24 @@ def test_the_teacher_intervenes_where_the_student_would_lose_a_life(tmp_path: Pa
     assert experiment.dataset.criticals == summary["interventions"]
 
 
+def test_the_actor_waits_for_a_learner_that_falls_behind_updates_per_step(
+    tmp_path: Path,
+) -> None:
+    """Eight updates of 256 states per label take far longer than a cheap label on catch:
+    the actor waits for the learner, so the run makes the updates it was asked for
+    (within max_lag_updates, and the labels of the last batch), not what time allowed."""
+    config = _cheap_config(
+        total_steps=120,
+        distill={"updates_per_step": 8.0, "batch_size": 256, "max_lag_updates": 4},
+        checkpoint={"every_steps": 10**6},
+    )
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=_quiet)
+    summary = experiment.run()
+    due = int((summary["labels"] - 8) * 8.0)
+    assert due - 4 - 8 * 2 <= summary["updates"] <= due
+    assert experiment.actor.gate.actor_wait_s > 0
+
+
 def test_evaluate_and_export_a_distill_run(
     distill_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

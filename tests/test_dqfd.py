@@ -22,12 +22,12 @@ from oakemu_rl.dqn.config import DQNExperimentConfiguration
 from oakemu_rl.dqn.demo_replay import build_demonstration_buffer, large_margin_loss
 from oakemu_rl.dqn.learner import Learner
 from oakemu_rl.dqn.replay_buffer import ReplayBuffer, Transition
-from oakemu_rl.dqn.replay_ratio_gate import ReplayRatioGate
 from oakemu_rl.envs.observation import ObservationConfig
 from oakemu_rl.experiments import DQNExperiment
 from oakemu_rl.experiments.torch_setup import build_optimizer
 from oakemu_rl.games.loader import load_game
 from oakemu_rl.runtime.context import RuntimeContext
+from oakemu_rl.runtime.replay_ratio_gate import ReplayRatioGate
 from oakemu_rl.runtime.reward_shaping import RewardShapingPipeline, ScaleReward
 from oakemu_rl.runtime.thread_safe_model import ThreadSafeModel
 from oakemu_rl.trajectories.demonstrations import DemonstrationSet

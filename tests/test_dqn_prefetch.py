@@ -16,10 +16,10 @@ from oakemu_rl.dqn.action_masker import ActionMasker
 from oakemu_rl.dqn.config import DQNExperimentConfiguration
 from oakemu_rl.dqn.learner import Learner
 from oakemu_rl.dqn.replay_buffer import ReplayBuffer, Transition
-from oakemu_rl.dqn.replay_ratio_gate import ReplayRatioGate
 from oakemu_rl.experiments import DQNExperiment
 from oakemu_rl.experiments.torch_setup import build_optimizer
 from oakemu_rl.runtime.context import RuntimeContext
+from oakemu_rl.runtime.replay_ratio_gate import ReplayRatioGate
 from oakemu_rl.runtime.thread_safe_model import ThreadSafeModel
 
 SHAPE = (2, 16, 16)

@@ -17,6 +17,7 @@ from ..ppo.model import PPOModel
 from ..runtime.actor import ActorBase, EpisodeObserver
 from ..runtime.context import RuntimeContext
 from ..runtime.env_lifecycle import ActorRuntimeState, EnvironmentState
+from ..runtime.replay_ratio_gate import ReplayRatioGate
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .config import DistillExperimentConfiguration
 from .dataset import DistillDataset
@@ -97,8 +98,9 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
 
     Actor scalars: ``distill/labels_per_s``, ``distill/teacher_ms``, ``distill/agreement``,
     ``distill/beta``, ``distill/interventions`` (the share of the student's actions the
-    teacher overrode; with `intervene` only), ``distill/dataset_size`` and
-    ``distill/critical_states``.
+    teacher overrode; with `intervene` only), ``distill/dataset_size``,
+    ``distill/critical_states`` and ``perf/actor_wait_s`` (seconds spent waiting for the
+    learner, over the run).
 
     Args:
         context: the run's context.
@@ -106,6 +108,8 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
         learner_model: the learner model's container, where new weights come from.
         dataset: where labelled states go.
         schedule: the chance that the teacher acts, by env step.
+        gate: paces the learner's updates to labelled states (shared with the learner);
+            the actor waits there while the learner lags far behind.
         env_factory: builds the labelled training multi-env.
         episode_observer: called with each finished episode (see `EpisodeObserver`).
     """
@@ -117,6 +121,7 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
         learner_model: ThreadSafeModel[PPOModel],
         dataset: DistillDataset,
         schedule: BetaSchedule,
+        gate: ReplayRatioGate,
         env_factory: Callable[[], OakEmuMultiEnv] | None = None,
         episode_observer: EpisodeObserver | None = None,
     ) -> None:
@@ -124,6 +129,7 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
         self.actor_model: PPOModel = actor_model
         self.dataset = dataset
         self.schedule = schedule
+        self.gate = gate
         settings = context.config.distill
         self._holdout_fraction = settings.holdout_fraction
         self._intervene = settings.intervene
@@ -251,6 +257,8 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
 
     def _after_batch(self, env: OakEmuMultiEnv) -> bool:
         self._sync_weights()
+        self.gate.set_env_steps(self.dataset.added)
+        self.gate.actor_wait(self.context.stop_event)  # while the learner lags far behind
         return True
 
     def _sync_weights(self) -> None:
@@ -269,6 +277,7 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
             "distill/beta": self.schedule(self._steps),
             "distill/dataset_size": float(len(self.dataset)),
             "distill/critical_states": float(self.dataset.criticals),
+            "perf/actor_wait_s": self.gate.actor_wait_s,
         }
         if window["labels"]:
             scalars["distill/teacher_ms"] = 1e3 * window["seconds"] / window["labels"]

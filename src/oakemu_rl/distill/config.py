@@ -106,8 +106,15 @@ class DistillSettings(_Section):
     updates_per_step: float = Field(
         0.25,
         gt=0,
-        description="Learner updates per labelled env step: the learner waits while it is "
-        "ahead, so a small dataset is not trained on over and over.",
+        description="Learner updates per labelled env step, held both ways: the learner "
+        "waits while it is ahead, so a small dataset is not trained on over and over, and "
+        "the actor waits while the learner is more than max_lag_updates behind.",
+    )
+    max_lag_updates: int = Field(
+        16,
+        ge=1,
+        description="How far the learner may fall behind updates_per_step before the actor "
+        "waits (perf/actor_wait_s).",
     )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clipping.")
     critical_steps: int = Field(

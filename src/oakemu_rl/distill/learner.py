@@ -15,6 +15,7 @@ from torch import nn
 from ..ppo.model import PPOModel
 from ..runtime.context import RuntimeContext
 from ..runtime.learner_thread import LearnerThread
+from ..runtime.replay_ratio_gate import ReplayRatioGate
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .actor import safe_choice_rate, teacher_agrees
 from .config import DistillExperimentConfiguration
@@ -45,15 +46,19 @@ class DistillLearner(LearnerThread):
     ``train/learning_rate`` and ``perf/updates_per_s``, every `distill.eval_every_updates`
     updates.
 
-    Pacing: after `distill.learning_starts` labelled states, the learner makes
-    `distill.updates_per_step` updates per labelled state and waits while it is ahead,
-    so that it does not train over and over on a small dataset.
+    Pacing (the `ReplayRatioGate` shared with the actor, counting labelled states): after
+    `distill.learning_starts` labelled states, the learner makes `distill.updates_per_step`
+    updates per labelled state; it waits while it is ahead, so that it does not train
+    over and over on a small dataset, and the actor waits while it is more than
+    `distill.max_lag_updates` behind, so that fast workers do not turn the setting into
+    fewer updates than asked for.
 
     Args:
         context: the run's context.
         learner_model: the learner model's container (weights published to the actor).
         optimizer: Adam over the learner model's parameters.
         dataset: the aggregated dataset.
+        gate: paces updates to labelled states, shared with the actor.
         env_steps: the actor's step count (for logging and rollback).
         monitor: watches losses and weights for rollback (optional).
     """
@@ -64,6 +69,7 @@ class DistillLearner(LearnerThread):
         learner_model: ThreadSafeModel[PPOModel],
         optimizer: torch.optim.Optimizer,
         dataset: DistillDataset,
+        gate: ReplayRatioGate,
         env_steps: Callable[[], int],
         *,
         monitor: TrainingMonitor | None = None,
@@ -76,6 +82,7 @@ class DistillLearner(LearnerThread):
         self._params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = optimizer
         self.dataset = dataset
+        self.gate = gate
         self._env_steps = env_steps
         self.monitor = monitor
         self.rng = context.spawn_rng("distill_learner")
@@ -86,12 +93,7 @@ class DistillLearner(LearnerThread):
         self._hold = threading.RLock()
         self._rate_mark = (time.monotonic(), 0)
 
-    # -- pacing and learning rate -----------------------------------------------------------
-
-    def due_updates(self, labelled: int) -> int:
-        """Updates due once `labelled` states have been labelled."""
-        settings = self.settings
-        return max(0, int((labelled - settings.learning_starts + 1) * settings.updates_per_step))
+    # -- learning rate --------------------------------------------------------------------
 
     def set_lr_scale(self, scale: float) -> None:
         """Scale the learning rate from now on (the rollback controller lowers it)."""
@@ -160,25 +162,30 @@ class DistillLearner(LearnerThread):
 
     # -- thread ---------------------------------------------------------------------------
 
+    def _before_start(self) -> None:
+        """Before the learner thread starts: hold the actor to the update ratio."""
+        self.gate.hold_actor(True)
+
     def _run(self) -> None:
         stop = self.context.stop_event
-        dataset = self.dataset
         self.context.enter_thread()
         try:
             while not stop.is_set():
-                if self.updates >= self.due_updates(dataset.added):
-                    dataset.wait_for(dataset.added + 1, timeout=0.1)
+                if not self.gate.learner_wait(stop):
                     continue
                 with self._hold:
                     loss = self.update()
                 if loss is None:
                     time.sleep(0.01)
                     continue
+                self.gate.record_update()
                 self._losses.append(loss)
                 if self.updates % self.settings.eval_every_updates == 0:
                     self._log()
         except BaseException as exc:
             self.context.report_error(exc)
+        finally:
+            self.gate.hold_actor(False)
 
     def _log(self) -> None:
         now, (mark_time, mark_updates) = time.monotonic(), self._rate_mark
@@ -223,3 +230,4 @@ class DistillLearner(LearnerThread):
             self.updates = int(state["updates"])
         self.rng.bit_generator.state = state["rng"]
         self.set_lr_scale(float(state.get("lr_scale", 1.0)))
+        self.gate.set_updates(self.updates)

@@ -1,6 +1,7 @@
 """DQN: configuration, model, exploration, replay, learner, trainer, tester, checkpoints."""
 
 from ..runtime.config_base import ConfigError
+from ..runtime.replay_ratio_gate import ReplayRatioGate
 from ..runtime.reward_shaping import RewardShapingPipeline
 from .action_masker import ActionMasker
 from .action_policy import ActionPolicy
@@ -15,7 +16,6 @@ from .learner import Learner
 from .model import DQNModel
 from .noisy import NoisyLinear
 from .replay_buffer import ReplayBatch, ReplayBuffer, Transition
-from .replay_ratio_gate import ReplayRatioGate
 from .replay_writer import ReplayWriter
 from .state_adapter import DQNRestoreMetadata, DQNStateAdapter
 from .sum_tree import SumTree

@@ -19,6 +19,7 @@ from torch import nn
 
 from ..runtime.context import RuntimeContext
 from ..runtime.learner_thread import LearnerThread
+from ..runtime.replay_ratio_gate import ReplayRatioGate
 from ..runtime.rollback import TrainingMonitor
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .action_masker import ActionMasker
@@ -27,7 +28,6 @@ from .config import DQNExperimentConfiguration
 from .demo_replay import large_margin_loss
 from .model import DQNModel
 from .replay_buffer import ReplayBuffer
-from .replay_ratio_gate import ReplayRatioGate
 from .shrink_perturb import shrink_and_perturb
 from .td_loss import td_loss
 

@@ -13,6 +13,7 @@ import torch
 from ..runtime.actor import ActorBase
 from ..runtime.context import RuntimeContext
 from ..runtime.env_lifecycle import ActorRuntimeState, EnvironmentState
+from ..runtime.replay_ratio_gate import ReplayRatioGate
 from ..runtime.reward_shaping import RewardShapingPipeline
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .action_masker import ActionMasker
@@ -21,7 +22,6 @@ from .config import DQNExperimentConfiguration
 from .exploration import ExplorationStrategy
 from .model import DQNModel
 from .replay_buffer import ReplayBuffer, Transition
-from .replay_ratio_gate import ReplayRatioGate
 from .replay_writer import ReplayWriter
 
 if TYPE_CHECKING:

@@ -22,6 +22,7 @@ from ..distill.state_adapter import DistillStateAdapter
 from ..ppo.model import PPOModel
 from ..ppo.tester import PPOTester
 from ..runtime.config_base import ConfigError
+from ..runtime.replay_ratio_gate import ReplayRatioGate
 from ..trajectories.teacher import LabelWithTeacher
 from .experiment import Experiment
 
@@ -75,12 +76,16 @@ class DistillExperiment(
                 f"than distill.learning_starts ({settings.learning_starts:,}); raise it"
             )
         schedule = BetaSchedule(settings.beta_start, settings.beta_end, settings.beta_decay_steps)
+        gate = ReplayRatioGate(
+            settings.updates_per_step, settings.learning_starts, settings.max_lag_updates
+        )
         self.actor = DistillActor(
             context,
             cast(PPOModel, self.actor_model),
             self.container,
             self.dataset,
             schedule,
+            gate,
             env_factory=lambda: env,
         )
         self.learner = DistillLearner(
@@ -88,6 +93,7 @@ class DistillExperiment(
             self.container,
             self.optimizer,
             self.dataset,
+            gate,
             lambda: self.actor.steps,
             monitor=self.rollback,
         )

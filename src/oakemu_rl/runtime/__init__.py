@@ -1,5 +1,6 @@
-"""Runtime core shared by DQN and PPO: configuration base, context, model sharing, the actor
-and tester bases, the learner thread, episodes, reward shaping, checkpoints, rollback, metrics."""
+"""Runtime core shared by DQN, PPO and distill: configuration base, context, model sharing,
+the actor and tester bases, the learner thread and its update-ratio gate, episodes, reward
+shaping, checkpoints, rollback, metrics."""
 
 from .actor import ActorBase
 from .checkpoints import Checkpoint, CheckpointError, CheckpointFile, CheckpointManager
@@ -9,6 +10,7 @@ from .env_lifecycle import ActorRuntimeState, EnvironmentState, EnvLifecycle
 from .episode_metrics import EpisodeMetrics, EpisodeRecord, EpisodeTotals
 from .learner_thread import LearnerThread
 from .metrics import ConsoleSink, MemorySink, MetricsSink, MultiSink, NullSink, TensorBoardSink
+from .replay_ratio_gate import ReplayRatioGate
 from .reward_shaping import RewardShapingPipeline
 from .state_adapter import RestoreMetadata, StateAdapterBase
 from .thread_safe_model import ThreadSafeModel
@@ -33,6 +35,7 @@ __all__ = [
     "MetricsSink",
     "MultiSink",
     "NullSink",
+    "ReplayRatioGate",
     "RestoreMetadata",
     "RewardShapingPipeline",
     "RuntimeContext",

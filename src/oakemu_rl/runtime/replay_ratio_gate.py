@@ -1,4 +1,4 @@
-"""ReplayRatioGate: holds the learner's updates at a fixed ratio to the actor's env steps."""
+"""ReplayRatioGate: holds the learner's updates at a fixed ratio to the actor's steps."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import time
 class ReplayRatioGate:
     """Holds learner updates at `ratio` per env step after `learning_starts` steps.
 
-    The actor reports its steps (`set_env_steps`), the learner its updates
+    DQN counts env steps (its replay ratio); distill counts labelled states (its
+    `updates_per_step`). The actor reports its steps (`set_env_steps`), the learner its updates
     (`record_update`). The learner waits while it is at or ahead of
     `ratio * (steps - learning_starts)` (`learner_wait`); while a learner runs
     (`hold_actor`), the actor waits while the learner is more than `max_lag` updates
