@@ -30,6 +30,8 @@ Variants:
                           later sectors it would not reach alone
     distill+safety        distill with the cheaper teacher (`distill.search: safety`): only
                           which actions survive, depth first; several times the labels
+    distill+safety+intervene  both: the cheap teacher's labels, and its overrides carry
+                          the student's episodes into the sectors it cannot yet reach
     distill+ppo           distill for half the budget, then PPO from the distilled student
                           (`train --init-from`) for the other half
 """
@@ -99,6 +101,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "distill+safety": (
         "distill",
         DISTILL | {"distill": DISTILL["distill"] | {"search": "safety"}},
+        False,
+    ),
+    "distill+safety+intervene": (
+        "distill",
+        DISTILL | {"distill": DISTILL["distill"] | {"search": "safety", "intervene": True}},
         False,
     ),
     "distill+ppo": ("ppo", {"env": DISTILL["env"]}, False),
