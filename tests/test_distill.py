@@ -172,6 +172,10 @@ def test_the_configuration_refuses_what_distill_cannot_do() -> None:
         DistillExperimentConfiguration.from_dict({"episodic_life": True})
     with pytest.raises(ConfigError, match=r"distill\.width is a setting of the beam search"):
         DistillExperimentConfiguration.from_dict({"distill": {"search": "safety", "width": 4}})
+    with pytest.raises(ConfigError, match="search: margin does not use it"):
+        DistillExperimentConfiguration.from_dict(
+            {"distill": {"search": "margin", "temperature": 0.5}}
+        )
     # A saved safety configuration (every field written out) loads back.
     safety = DistillExperimentConfiguration.from_dict({"distill": {"search": "safety"}})
     again = DistillExperimentConfiguration.from_dict(yaml.safe_load(safety.to_yaml()))

@@ -150,6 +150,43 @@ def test_verification_finds_the_safe_futures_a_narrow_beam_prunes() -> None:
     assert steps_taken["safety"] < steps_taken["beam"] / 2  # measured: about 1/6
 
 
+def _after(session: GameSession, state: bytes, actions: tuple[int, ...]) -> bytes | None:
+    """catch's state after `actions` from `state`, or None if they lose a life."""
+    session.reset_to_state(state)
+    for action in actions:
+        lives = session.values["lives"]
+        step = session.step(action)
+        if session.values["lives"] < lives or step.outcome == "loss":
+            return None
+    return session.save_state()
+
+
+def test_the_margin_target_weights_each_safe_move_by_the_room_it_leaves() -> None:
+    """search="margin": on the safe set, mass in proportion to how many moves one step
+    later still survive the rest of the horizon, by brute force; none elsewhere."""
+    game = load_game("catch")
+    session = GameSession(game)
+    uneven = 0
+    for steps in range(16, 32):
+        state = _catch_state(steps)
+        room = np.zeros(3)
+        for first in range(3):
+            after_first = _after(session, state, (first,))
+            if after_first is None or not _survives(session, after_first, 14, set()):
+                continue
+            for second in range(3):
+                after_second = _after(session, after_first, (second,))
+                room[first] += after_second is not None and _survives(
+                    session, after_second, 13, set()
+                )
+        label = SearchTeacher(game, TeacherSettings(horizon=14, search="margin")).label(state)
+        assert (label.lives_lost == 0).tolist() == (room > 0).tolist(), steps
+        if room.sum():
+            np.testing.assert_allclose(label.target, room / room.sum(), rtol=1e-6)
+            uneven += len(set(room[room > 0].tolist())) > 1
+    assert uneven, "every safe move left the same room: the test checks little"
+
+
 def test_soft_target_orders_safe_moves_by_return() -> None:
     target = soft_target(np.array([0, 0, 1]), np.array([1.0, 0.0, 5.0]), temperature=1.0)
     assert target[2] == 0.0

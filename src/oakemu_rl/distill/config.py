@@ -24,14 +24,16 @@ __all__ = ["ConfigError", "DistillExperimentConfiguration", "DistillSettings"]
 class DistillSettings(_Section):
     """The teacher, who acts (the beta schedule), the aggregated dataset and the update."""
 
-    search: Literal["beam", "safety"] = Field(
+    search: Literal["beam", "safety", "margin"] = Field(
         "beam",
         description="Teacher: 'beam' ranks the actions by the most reward a beam search finds "
         "after each (the safe ones, checked depth first); 'safety' only finds, depth first, "
         "which actions have a future that loses no life more than the best, and spreads the "
         "target evenly over them: about 1/5 of the emulator steps a label (catch, horizon 14), "
-        "for a student that learns to survive, not to score. width and temperature are the "
-        "beam's; verify_budget caps either search.",
+        "for a student that learns to survive, not to score; 'margin' weights each of those "
+        "by how many actions one step after it still have such a future, so the student "
+        "keeps away from tight spots. width and temperature are the beam's; verify_budget "
+        "caps each search.",
     )
     horizon: int = Field(
         16,
@@ -162,10 +164,10 @@ class DistillSettings(_Section):
         beam_only = [
             name for name in ("width", "temperature") if getattr(self, name) != fields[name].default
         ]
-        if self.search == "safety" and beam_only:
+        if self.search != "beam" and beam_only:
             raise ValueError(
-                f"distill.{beam_only[0]} is a setting of the beam search; search: safety does "
-                "not use it (leave it out, or set search: beam)"
+                f"distill.{beam_only[0]} is a setting of the beam search; search: "
+                f"{self.search} does not use it (leave it out, or set search: beam)"
             )
         return self
 
