@@ -94,7 +94,7 @@ class DistillDataset:
         self._added = 0
         self._holdouts = 0
         self._criticals = 0  # critical states that are trained on
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
 
     # -- sizes ----------------------------------------------------------------------------
 
@@ -156,14 +156,7 @@ class DistillDataset:
             self.held_out[slot] = holdout
             self._holdouts += int(holdout)
             self._added += 1
-            self._lock.notify_all()
         return entry_id
-
-    def wait_for(self, added: int, timeout: float) -> bool:
-        """Wait until `added` states have been added, at most `timeout` seconds; returns
-        whether they have."""
-        with self._lock:
-            return self._lock.wait_for(lambda: self._added >= added, timeout)
 
     def _forget(self, slot: int) -> None:
         if self.held_out[slot]:
