@@ -74,8 +74,10 @@ DISTILL: dict[str, Any] = {
     # verdicts checked depth-first). Two updates per label overfit: offline, on the second
     # run's 20,000 labels, the student picks a safe action on 95-98% of held-out critical
     # states after 1,000 updates of 128 and 92% after 6,000; the run's own student, after
-    # 40,000, on 78%. An attribute observation takes 26 KB: 1 GiB keeps every label of
-    # two hours (the default 256 MiB kept only the last 10,000).
+    # 40,000, on 78%. An attribute observation (18 planes of 0/255, 2 frames) is stored
+    # bit-packed in 3.5 KB: 1 GiB keeps 300,000 labels, every label of two hours even with
+    # the safety teacher's 17 a second. (Unpacked, 26 KB each, it filled after 40,000, and
+    # evicting the later sectors' labels undid the student: long-games.md, fourth run.)
     "distill": {
         "horizon": 12,
         "width": 8,

@@ -123,6 +123,51 @@ def test_the_dataset_stays_within_its_bytes_evicting_the_oldest() -> None:
         DistillDataset(16, (3,), np.uint8, 3)
 
 
+def test_a_binary_dataset_holds_eight_times_the_states_and_gives_them_back_exactly(
+    tmp_path: Path,
+) -> None:
+    shape, rng = (18, 8, 10), np.random.default_rng(3)  # 1,440 values: 180 bytes packed
+    observations = rng.integers(0, 2, size=(200, *shape), dtype=np.uint8) * np.uint8(255)
+    targets = rng.dirichlet(np.ones(3), size=200).astype(np.float32)
+    budget = 20 * (1440 + 3 * 4 + 2)  # 20 unpacked states
+    plain = DistillDataset(budget, shape, np.uint8, 3)
+    packed = DistillDataset(budget, shape, np.uint8, 3, binary=True)
+    assert (plain.capacity, packed.capacity) == (20, 149)  # 29,080 // (180 + 12 + 2)
+    for observation, target in zip(observations, targets, strict=True):
+        plain.add(observation, target)
+        packed.add(observation, target)
+    assert packed.nbytes <= packed.max_bytes and len(packed) == packed.capacity
+    saved = packed.state_dict()
+    assert "observations" not in saved and saved["observation_bits"].shape == (149, 180)
+    batch = packed.sample(64, np.random.default_rng(1))
+    assert batch is not None and batch.observations.shape == (64, *shape)
+    # Every drawn observation is one that was added, bit for bit, with its own target.
+    index = {observation.tobytes(): i for i, observation in enumerate(observations)}
+    for observation, target in zip(batch.observations, batch.targets, strict=True):
+        np.testing.assert_array_equal(target, targets[index[observation.tobytes()]])
+    # A packed save loads into an unpacked dataset and the other way round.
+    file = CheckpointFile.from_numpy(DATASET_FILE, saved)
+    (tmp_path / DATASET_FILE).write_bytes(file.data)
+    with np.load(tmp_path / DATASET_FILE, allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    unpacked = DistillDataset(budget * 8, shape, np.uint8, 3)
+    unpacked.load_state_dict(arrays)
+    kept = len(packed)
+    np.testing.assert_array_equal(unpacked.state_dict()["observations"], observations[-kept:])
+    repacked = DistillDataset(budget, shape, np.uint8, 3, binary=True)
+    repacked.load_state_dict(plain.state_dict())
+    np.testing.assert_array_equal(
+        np.unpackbits(repacked.state_dict()["observation_bits"], axis=1, count=1440),
+        (observations[-20:] != 0).reshape(20, 1440),
+    )
+    # A value other than 0 or 255 is refused, naming it; nothing is stored.
+    with pytest.raises(ValueError, match=r"0s and 255s; got values \[17\]"):
+        packed.add(np.full(shape, 17, dtype=np.uint8), targets[0])
+    assert packed.added == 200
+    with pytest.raises(ValueError, match="uint8 observations, not float32"):
+        DistillDataset(budget, shape, np.float32, 3, binary=True)
+
+
 def test_critical_states_are_drawn_by_their_weight_and_holdouts_never() -> None:
     dataset = _filled(10)  # ids 0-9; 4 and 9 held out
     dataset.mark_critical([0, 1])

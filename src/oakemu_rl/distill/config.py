@@ -97,7 +97,8 @@ class DistillSettings(_Section):
         ge=1,
         description="Memory of the aggregated dataset (observations, soft targets, flags); "
         "when full, the oldest states go first, so it holds the states the recent students "
-        "visited. Saved in every checkpoint.",
+        "visited. Observations of 0s and 255s (attributes as planes) take one bit a value. "
+        "Saved in every checkpoint.",
     )
     learning_starts: int = Field(
         256, ge=1, description="Labelled states in the dataset before the first update."

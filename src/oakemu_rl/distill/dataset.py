@@ -43,6 +43,9 @@ class DistillDataset:
     """Observations with the teacher's soft targets, critical and holdout flags, bounded in
     bytes, oldest out first; sampled with critical states weighted up.
 
+    With `binary`, observations are stored bit-packed (a value is 0 or 255) and unpacked
+    when drawn: `sample`, `holdout` and `state_dict` give them back as added.
+
     The actor adds (`add`, `mark_critical`); the learner samples (`sample`, `holdout`) on
     its own thread: a lock keeps them apart. Each state added gets an id (0, 1, 2, ...);
     `mark_critical` takes ids, and ignores those already evicted.
@@ -53,9 +56,12 @@ class DistillDataset:
         observation_dtype: its dtype (as the env gives it: uint8 for OakEmu games).
         num_actions: the length of a soft target.
         critical_weight: a critical state is drawn this many times as often as another.
+        binary: every observation value is 0 or 255 (uint8): stored one bit each; `add`
+            refuses an observation with any other value.
 
     Raises:
-        ValueError: `max_bytes` does not hold one state, or `critical_weight` is below 1.
+        ValueError: `max_bytes` does not hold one state, or `critical_weight` is below 1,
+            or `binary` with an observation dtype other than uint8.
     """
 
     def __init__(
@@ -66,12 +72,19 @@ class DistillDataset:
         num_actions: int,
         *,
         critical_weight: float = 1.0,
+        binary: bool = False,
     ) -> None:
         dtype = np.dtype(observation_dtype)
+        if binary and dtype != np.uint8:
+            raise ValueError(f"a binary dataset stores uint8 observations, not {dtype}")
         self.observation_shape = tuple(int(s) for s in observation_shape)
+        self.observation_dtype = dtype
         self.num_actions = int(num_actions)
+        self.binary = bool(binary)
+        self._values = int(math.prod(self.observation_shape))
+        stored_shape = ((self._values + 7) // 8,) if binary else self.observation_shape
         self.entry_bytes: int = (
-            int(math.prod(self.observation_shape)) * dtype.itemsize
+            int(math.prod(stored_shape)) * dtype.itemsize
             + self.num_actions * _TARGET_DTYPE.itemsize
             + 2  # the critical and holdout flags
         )
@@ -86,7 +99,7 @@ class DistillDataset:
         self.max_bytes = int(max_bytes)
         self.capacity = capacity
         self.critical_weight = float(critical_weight)
-        self.observations = np.zeros((capacity, *self.observation_shape), dtype=dtype)
+        self._stored = np.zeros((capacity, *stored_shape), dtype=dtype)
         self.targets = np.zeros((capacity, self.num_actions), dtype=_TARGET_DTYPE)
         self.critical = np.zeros(capacity, dtype=bool)
         self.held_out = np.zeros(capacity, dtype=bool)
@@ -126,6 +139,30 @@ class DistillDataset:
         """Stored critical states that are trained on."""
         return self._criticals
 
+    # -- observations as stored ---------------------------------------------------------
+
+    def _pack(self, observations: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """Observations (n, *shape) as stored: bit-packed rows when binary."""
+        if not self.binary:
+            return observations
+        flat = observations.reshape(len(observations), self._values)
+        bits = flat != 0
+        if not np.array_equal(flat, bits.view(np.uint8) * np.uint8(255)):
+            found = np.unique(flat[(flat != 0) & (flat != 255)])[:5].tolist()
+            raise ValueError(
+                f"a binary dataset stores observations of 0s and 255s; got values {found}"
+            )
+        packed: npt.NDArray[Any] = np.packbits(bits, axis=1)
+        return packed
+
+    def _unpack(self, stored: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """Stored rows back as observations (n, *shape)."""
+        if not self.binary:
+            return stored
+        bits = np.unpackbits(stored, axis=1, count=self._values)
+        bits *= np.uint8(255)
+        return bits.reshape(len(stored), *self.observation_shape)
+
     # -- adding ---------------------------------------------------------------------------
 
     def _slot(self, entry_id: int) -> int | None:
@@ -143,6 +180,12 @@ class DistillDataset:
             raise ValueError(
                 f"a soft target has {self.num_actions} entries; got shape {target_row.shape}"
             )
+        row = np.asarray(observation, dtype=self.observation_dtype)
+        if row.shape != self.observation_shape:
+            raise ValueError(
+                f"an observation has shape {self.observation_shape}; got shape {row.shape}"
+            )
+        stored = self._pack(row[None])[0]
         with self._lock:
             entry_id = self._added
             slot = entry_id % self.capacity
@@ -150,7 +193,7 @@ class DistillDataset:
                 self._forget(slot)
             else:
                 self._size += 1
-            self.observations[slot] = observation
+            self._stored[slot] = stored
             self.targets[slot] = target_row
             self.critical[slot] = False
             self.held_out[slot] = holdout
@@ -204,7 +247,7 @@ class DistillDataset:
                 needed -= kept.size
             rows = np.concatenate(chosen)
             return DistillBatch(
-                self.observations[rows], self.targets[rows], self.critical[rows].copy()
+                self._unpack(self._stored[rows]), self.targets[rows], self.critical[rows].copy()
             )
 
     def holdout(
@@ -218,7 +261,7 @@ class DistillDataset:
                 return None
             if rows.size > limit:
                 rows = rng.choice(rows, size=limit, replace=False)
-            return self.observations[rows], self.targets[rows]
+            return self._unpack(self._stored[rows]), self.targets[rows]
 
     # -- checkpoints ----------------------------------------------------------------------
 
@@ -230,11 +273,13 @@ class DistillDataset:
 
     def state_dict(self) -> dict[str, npt.NDArray[Any]]:
         """The stored states, oldest first, and the count of states ever added: arrays
-        only, for a checkpoint's `.npz` file."""
+        only, for a checkpoint's `.npz` file. A binary dataset saves its observations
+        bit-packed, as `observation_bits`."""
         with self._lock:
             slots = self._ordered_slots()
+            key = "observation_bits" if self.binary else "observations"
             return {
-                "observations": self.observations[slots],
+                key: self._stored[slots],
                 "targets": self.targets[slots],
                 "critical": self.critical[slots],
                 "held_out": self.held_out[slots],
@@ -243,24 +288,39 @@ class DistillDataset:
 
     def load_state_dict(self, state: dict[str, npt.NDArray[Any]]) -> None:
         """Replace the contents with what `state_dict` returned (the newest states only,
-        when it holds more than this dataset's capacity)."""
-        observations = np.asarray(state["observations"])
+        when it holds more than this dataset's capacity). Packed and unpacked saves load
+        into either kind of dataset."""
         targets = np.asarray(state["targets"])
         critical = np.asarray(state["critical"], dtype=bool)
         held_out = np.asarray(state["held_out"], dtype=bool)
         added = int(state["added"])
-        count = len(observations)
-        if observations.shape[1:] != self.observation_shape:
-            raise ValueError(
-                f"the saved dataset's observations have shape {observations.shape[1:]}; "
-                f"this run's have {self.observation_shape}"
+        count = len(targets)
+        if "observation_bits" in state:
+            bits = np.asarray(state["observation_bits"], dtype=np.uint8)
+            if bits.shape[1:] != ((self._values + 7) // 8,):
+                raise ValueError(
+                    f"the saved dataset's packed observations have {bits.shape[1:]} bytes a "
+                    f"state; this run's observations {self.observation_shape} pack into "
+                    f"{(self._values + 7) // 8}"
+                )
+            unpacked = np.unpackbits(bits, axis=1, count=self._values) * np.uint8(255)
+            saved: npt.NDArray[Any] = (
+                bits if self.binary else unpacked.reshape(count, *self.observation_shape)
             )
+        else:
+            observations = np.asarray(state["observations"])
+            if observations.shape[1:] != self.observation_shape:
+                raise ValueError(
+                    f"the saved dataset's observations have shape {observations.shape[1:]}; "
+                    f"this run's have {self.observation_shape}"
+                )
+            saved = self._pack(observations)
         if targets.shape != (count, self.num_actions):
             raise ValueError(
                 f"the saved dataset's targets have shape {targets.shape}; expected "
                 f"({count}, {self.num_actions})"
             )
-        if not (len(critical) == len(held_out) == count <= added):
+        if not (len(saved) == len(critical) == len(held_out) == count <= added):
             raise ValueError("the saved dataset's arrays disagree in length")
         keep = min(count, self.capacity)
         ids = np.arange(added - keep, added, dtype=np.int64)
@@ -268,7 +328,7 @@ class DistillDataset:
         with self._lock:
             self.critical[:] = False
             self.held_out[:] = False
-            self.observations[slots] = observations[count - keep :]
+            self._stored[slots] = saved[count - keep :]
             self.targets[slots] = targets[count - keep :]
             self.critical[slots] = critical[count - keep :]
             self.held_out[slots] = held_out[count - keep :]

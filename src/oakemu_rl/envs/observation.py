@@ -161,6 +161,11 @@ class ObservationConfig(BaseModel):
         description="For 'ram': data variables of the game YAML by name, or {address, length}.",
     )
 
+    @property
+    def binary(self) -> bool:
+        """Every value of this observation is 0 or 255 (`attributes` as `planes`)."""
+        return self.type == "attributes" and self.attribute_encoding == "planes"
+
     @model_validator(mode="after")
     def _ram_needs_ranges(self) -> ObservationConfig:
         if self.type == "ram" and not self.ram:

@@ -59,6 +59,9 @@ class DistillExperiment(
     def _build_algorithm(self, env: Any, observation_shape: tuple[int, ...], dtype: Any) -> None:
         config, context = self.config, self.context
         settings = config.distill
+        observation = (
+            self._auto_choice.config if self._auto_choice is not None else config.env.observation
+        )
         try:
             self.dataset = DistillDataset(
                 settings.dataset_bytes,
@@ -66,6 +69,7 @@ class DistillExperiment(
                 dtype,
                 int(env.action_space.n),
                 critical_weight=settings.critical_weight,
+                binary=observation.binary,
             )
         except ValueError as exc:
             raise ConfigError(f"distill.dataset_bytes: {exc}") from None
