@@ -75,7 +75,7 @@ DISTILL: dict[str, Any] = {
     # run's 20,000 labels, the student picks a safe action on 95-98% of held-out critical
     # states after 1,000 updates of 128 and 92% after 6,000; the run's own student, after
     # 40,000, on 78%. An attribute observation (18 planes of 0/255, 2 frames) is stored
-    # bit-packed in 3.5 KB: 1 GiB keeps 300,000 labels, every label of two hours even with
+    # bit-packed in 3.3 KB: 1 GiB keeps 320,000 labels, every label of two hours even with
     # the safety teacher's 17 a second. (Unpacked, 26 KB each, it filled after 40,000, and
     # evicting the later sectors' labels undid the student: long-games.md, fourth run.)
     "distill": {
