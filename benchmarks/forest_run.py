@@ -32,6 +32,9 @@ Variants:
                           which actions survive, depth first; several times the labels
     distill+safety+intervene  both: the cheap teacher's labels, and its overrides carry
                           the student's episodes into the sectors it cannot yet reach
+    distill+margin+intervene  ... with the teacher that weights each safe move by the room
+                          it leaves (`distill.search: margin`), so the student learns to
+                          keep away from the spots where one wrong move loses a life
     distill+ppo           distill for half the budget, then PPO from the distilled student
                           (`train --init-from`) for the other half
 """
@@ -108,6 +111,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "distill+safety+intervene": (
         "distill",
         DISTILL | {"distill": DISTILL["distill"] | {"search": "safety", "intervene": True}},
+        False,
+    ),
+    "distill+margin+intervene": (
+        "distill",
+        DISTILL | {"distill": DISTILL["distill"] | {"search": "margin", "intervene": True}},
         False,
     ),
     "distill+ppo": ("ppo", {"env": DISTILL["env"]}, False),
