@@ -16,6 +16,7 @@ from ..ppo.config import PPOModelSettings, PPOTesterSettings
 from ..runtime.config_base import ConfigError, ExperimentConfiguration
 from ..runtime.config_base import ConfigSection as _Section
 from ..runtime.rollback import RollbackSettings
+from ..runtime.shrink_perturb import ShrinkPerturbSettings
 from ..trajectories.teacher import TeacherSettings
 
 __all__ = ["ConfigError", "DistillExperimentConfiguration", "DistillSettings"]
@@ -120,6 +121,11 @@ class DistillSettings(_Section):
         "waits (perf/actor_wait_s).",
     )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clipping.")
+    shrink_perturb: ShrinkPerturbSettings = Field(
+        default_factory=ShrinkPerturbSettings,
+        description="Periodic shrink and perturb (or, with shrink 0, a reset) of the student, "
+        "which otherwise loses the plasticity to fit the growing dataset (off by default).",
+    )
     critical_steps: int = Field(
         8,
         ge=0,

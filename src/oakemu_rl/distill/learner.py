@@ -1,5 +1,6 @@
 """The distillation learner thread: soft cross-entropy on minibatches of the aggregated
-dataset, at a fixed ratio of updates to labelled states."""
+dataset, at a fixed ratio of updates to labelled states (with `shrink_perturb`, the student
+shrunk towards a fresh initialisation every so many updates)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..ppo.model import PPOModel
 from ..runtime.context import RuntimeContext
 from ..runtime.learner_thread import LearnerThread
 from ..runtime.replay_ratio_gate import ReplayRatioGate
+from ..runtime.shrink_perturb import shrink_and_perturb
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .actor import safe_choice_rate, teacher_agrees
 from .config import DistillExperimentConfiguration
@@ -126,6 +128,11 @@ class DistillLearner(LearnerThread):
         with self.learner_model.update():
             self.optimizer.step()
         self.updates += 1
+        plasticity = self.settings.shrink_perturb
+        if plasticity.due(self.updates):
+            with self.learner_model.update():
+                seed = plasticity.seed(self.context.seed, self.updates)
+                shrink_and_perturb(self.model, plasticity.shrink, seed)
         if self.monitor is not None:
             self.monitor.note_healthy_updates(1)
         return loss.detach()
@@ -199,6 +206,9 @@ class DistillLearner(LearnerThread):
             "train/learning_rate": float(self.optimizer.param_groups[0]["lr"]),
             "perf/updates_per_s": (self.updates - mark_updates) / max(1e-9, now - mark_time),
         }
+        shrinks = self.settings.shrink_perturb.count(self.updates)
+        if shrinks is not None:
+            metrics["train/shrink_perturbs"] = float(shrinks)
         self._losses.clear()
         with self._hold:
             metrics.update(self.holdout_scores())

@@ -6,13 +6,14 @@ arguments uses them on `catch`. `oakemu-rl config show --algo dqn` prints them a
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Literal
 
 from pydantic import Field, model_validator
 
 from ..runtime.config_base import CheckpointSettings, ExperimentConfiguration, TesterSettings
 from ..runtime.config_base import ConfigError as ConfigError  # re-exported
 from ..runtime.config_base import ConfigSection as _Section
+from ..runtime.shrink_perturb import ShrinkPerturbSettings
 
 
 class ModelSettings(_Section):
@@ -60,34 +61,6 @@ class TargetSettings(_Section):
     )
     period: int = Field(250, ge=1, description="Updates between hard target copies.")
     tau: float = Field(0.005, gt=0, le=1, description="Polyak blend factor per update.")
-
-
-class ShrinkPerturbSettings(_Section):
-    """Shrink and perturb (Ash & Adams 2020; BBF, Schwarzer et al. 2023): every so many
-    updates the online network's weights move part of the way to a fresh initialisation,
-    so that a network that has fitted early data keeps its plasticity."""
-
-    every_updates: int | None = Field(
-        None, ge=1, description="Learner updates between two shrinks (null: never)."
-    )
-    shrink: float = Field(
-        0.5,
-        ge=0,
-        le=1,
-        description="The share of each weight kept: w <- shrink * w + (1 - shrink) * w0, w0 "
-        "a fresh initialisation of the layer (1: no change; 0: a full reset).",
-    )
-
-    @model_validator(mode="after")
-    def _used(self) -> Self:
-        # A saved configuration lists every setting: only a changed one is a choice.
-        default = type(self).model_fields["shrink"].default
-        if self.every_updates is None and self.shrink != default:
-            raise ValueError(
-                "shrink_perturb.shrink: set shrink_perturb.every_updates too (shrink and "
-                "perturb is off without it)"
-            )
-        return self
 
 
 class LearnerSettings(_Section):

@@ -21,6 +21,7 @@ from ..runtime.context import RuntimeContext
 from ..runtime.learner_thread import LearnerThread
 from ..runtime.replay_ratio_gate import ReplayRatioGate
 from ..runtime.rollback import TrainingMonitor
+from ..runtime.shrink_perturb import shrink_and_perturb
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .action_masker import ActionMasker
 from .batch_prefetcher import BatchPrefetcher, TargetNetwork, autocast
@@ -28,7 +29,6 @@ from .config import DQNExperimentConfiguration
 from .demo_replay import large_margin_loss
 from .model import DQNModel
 from .replay_buffer import ReplayBuffer
-from .shrink_perturb import shrink_and_perturb
 from .td_loss import td_loss
 
 
@@ -186,10 +186,9 @@ class Learner(LearnerThread):
         with self.learner_model.update():
             self.optimizer.step()
         self.updates += 1
-        every = cfg.shrink_perturb.every_updates
-        if every is not None and self.updates % every == 0:
+        if cfg.shrink_perturb.due(self.updates):
             with self.learner_model.update():
-                seed = self.context.seed * 1_000_003 + self.updates
+                seed = cfg.shrink_perturb.seed(self.context.seed, self.updates)
                 shrink_and_perturb(self.model, cfg.shrink_perturb.shrink, seed)
         self._update_target()
         if self.model.noisy:
@@ -287,8 +286,8 @@ class Learner(LearnerThread):
             "perf/updates_per_s": (self.updates - mark_updates) / max(1e-9, now - mark_time),
             "perf/update_ms": 1e3 * float(np.mean(self._metrics["update_s"])),
         }
-        if self.config.shrink_perturb.every_updates is not None:
-            shrinks = self.updates // self.config.shrink_perturb.every_updates
+        shrinks = self.config.shrink_perturb.count(self.updates)
+        if shrinks is not None:
             values["train/shrink_perturbs"] = float(shrinks)
         if self._metrics.get("margin"):
             values["train/margin_loss"] = float(np.mean(self._metrics["margin"]))
