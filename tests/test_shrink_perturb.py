@@ -119,9 +119,10 @@ def test_a_distill_run_resets_its_student_on_schedule(tmp_path: Path) -> None:
     experiment = DistillExperiment(config, tmp_path / "run", print_fn=lambda _: None)
     experiment.run()
     learner = experiment.learner
-    assert learner.updates >= 40
+    # About 52 updates are due; the learner may trail by up to max_lag_updates (16).
+    assert learner.updates >= 30
     logged = dict(experiment.memory.history["train/shrink_perturbs"])
-    assert max(logged.values()) == learner.updates // 5 >= 8
+    assert max(logged.values()) == learner.updates // 5 >= 6
     # The next update that completes a period resets the student: whatever it learned,
     # its weights are then the fresh initialisation drawn for that update.
     learner.updates = 9
