@@ -32,6 +32,9 @@ Variants:
                           which actions survive, depth first; several times the labels
     distill+safety+intervene  both: the cheap teacher's labels, and its overrides carry
                           the student's episodes into the sectors it cannot yet reach
+    distill+safety+intervene+reset  ... with the student reset every 2,000 updates
+                          (`distill.shrink_perturb`), since one trained on the growing
+                          dataset loses the plasticity to fit it
     distill+margin+intervene  ... with the teacher that weights each safe move by the room
                           it leaves (`distill.search: margin`), so the student learns to
                           keep away from the spots where one wrong move loses a life
@@ -111,6 +114,19 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "distill+safety+intervene": (
         "distill",
         DISTILL | {"distill": DISTILL["distill"] | {"search": "safety", "intervene": True}},
+        False,
+    ),
+    "distill+safety+intervene+reset": (
+        "distill",
+        DISTILL
+        | {
+            "distill": DISTILL["distill"]
+            | {
+                "search": "safety",
+                "intervene": True,
+                "shrink_perturb": {"every_updates": 2_000, "shrink": 0.0},
+            }
+        },
         False,
     ),
     "distill+margin+intervene": (
