@@ -159,9 +159,12 @@ class DistillDataset:
         """Stored rows back as observations (n, *shape)."""
         if not self.binary:
             return stored
-        bits = np.unpackbits(stored, axis=1, count=self._values)
+        return self._from_bits(stored)
+
+    def _from_bits(self, packed: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        bits = np.unpackbits(packed, axis=1, count=self._values)
         bits *= np.uint8(255)
-        return bits.reshape(len(stored), *self.observation_shape)
+        return bits.reshape(len(packed), *self.observation_shape)
 
     # -- adding ---------------------------------------------------------------------------
 
@@ -303,10 +306,8 @@ class DistillDataset:
                     f"state; this run's observations {self.observation_shape} pack into "
                     f"{(self._values + 7) // 8}"
                 )
-            unpacked = np.unpackbits(bits, axis=1, count=self._values) * np.uint8(255)
-            saved: npt.NDArray[Any] = (
-                bits if self.binary else unpacked.reshape(count, *self.observation_shape)
-            )
+            # Unpacked only for a dataset that stores them unpacked.
+            saved: npt.NDArray[Any] = bits if self.binary else self._from_bits(bits)
         else:
             observations = np.asarray(state["observations"])
             if observations.shape[1:] != self.observation_shape:
