@@ -4,6 +4,7 @@ checkpoint), a real run on catch that resumes with its dataset, evaluate and exp
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -33,6 +34,7 @@ from oakemu_rl.experiments.ppo_experiment import PPOExperiment
 from oakemu_rl.ppo.config import PPOExperimentConfiguration
 from oakemu_rl.runtime.checkpoints import CheckpointFile
 from oakemu_rl.runtime.config_base import ConfigError, InitAnchorSettings
+from oakemu_rl.runtime.shrink_perturb import ShrinkPerturbSettings, shrink_and_perturb
 from oakemu_rl.runtime.state_adapter import MODEL_FILE
 from oakemu_rl.runtime.student_anchor import StudentAnchor
 
@@ -328,6 +330,33 @@ def test_an_attribute_planes_run_keeps_its_dataset_bit_packed(tmp_path: Path) ->
         assert set(np.unique(held[0]).tolist()) == {0, 255}
     finally:
         resumed.close()
+
+
+def test_a_distill_run_resets_its_student_on_schedule(tmp_path: Path) -> None:
+    """`distill.shrink_perturb` with shrink 0: every 5th update leaves the student at a fresh
+    initialisation (seeded by the run's seed and the update count), logged as a count."""
+    config = _cheap_config(
+        total_steps=60,
+        distill={"shrink_perturb": {"every_updates": 5, "shrink": 0.0}},
+        checkpoint={"every_steps": 10**6},
+    )
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=_quiet)
+    experiment.run()
+    learner = experiment.learner
+    # About 52 updates are due; the learner may trail by up to max_lag_updates (16).
+    assert learner.updates >= 30
+    logged = dict(experiment.memory.history["train/shrink_perturbs"])
+    assert max(logged.values()) == learner.updates // 5 >= 6
+    # The next update that completes a period resets the student: whatever it learned,
+    # its weights are then the fresh initialisation drawn for that update.
+    learner.updates = 9
+    fresh = copy.deepcopy(learner.model)
+    shrink_and_perturb(fresh, 0.0, seed=ShrinkPerturbSettings.seed(3, 10))
+    assert learner.update() is not None and learner.updates == 10
+    for name, tensor in learner.model.state_dict().items():
+        torch.testing.assert_close(tensor, fresh.state_dict()[name], rtol=0, atol=0)
+    with pytest.raises(ConfigError, match=r"set shrink_perturb\.every_updates too"):
+        DistillExperimentConfiguration.from_dict({"distill": {"shrink_perturb": {"shrink": 0.0}}})
 
 
 def test_the_teacher_intervenes_where_the_student_would_lose_a_life(tmp_path: Path) -> None:

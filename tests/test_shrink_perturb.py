@@ -1,6 +1,6 @@
-"""Shrink and perturb (`learner.shrink_perturb`, as BBF uses it, and `distill.shrink_perturb`):
-the arithmetic on a real Q-network, the setting's checks, and real DQN and distill runs that
-apply it."""
+"""Shrink and perturb (`learner.shrink_perturb`, as BBF uses it): the arithmetic on a real
+Q-network, the setting's checks, and a real DQN run that applies it (a distill run's:
+tests/test_distill.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,11 @@ import pytest
 import torch
 import yaml
 
-from oakemu_rl.distill.config import DistillExperimentConfiguration
 from oakemu_rl.dqn.config import DQNExperimentConfiguration
 from oakemu_rl.dqn.model import DQNModel
 from oakemu_rl.experiments import DQNExperiment
-from oakemu_rl.experiments.distill_experiment import DistillExperiment
 from oakemu_rl.runtime.config_base import ConfigError
-from oakemu_rl.runtime.shrink_perturb import ShrinkPerturbSettings, shrink_and_perturb
+from oakemu_rl.runtime.shrink_perturb import shrink_and_perturb
 
 
 def _model() -> DQNModel:
@@ -82,54 +80,3 @@ def test_a_dqn_run_shrinks_its_network_on_schedule(tmp_path: Path) -> None:
     assert max(logged.values()) == updates // 16 >= 4
     for weight in experiment.learner_model.parameters():
         assert bool(torch.isfinite(weight).all())
-
-
-def test_a_distill_run_resets_its_student_on_schedule(tmp_path: Path) -> None:
-    """`distill.shrink_perturb` with shrink 0: every 5th update leaves the student at a fresh
-    initialisation (seeded by the run's seed and the update count), logged as a count."""
-    config = DistillExperimentConfiguration.from_dict(
-        {
-            "game": "catch",
-            "seed": 3,
-            "total_steps": 60,
-            "torch_threads": 1,
-            "env": {
-                "num_envs": 2,
-                "backend": "inline",
-                "observation": {
-                    "type": "ram",
-                    "ram": ["ball_x", "ball_y", "paddle_x"],
-                    "frame_stack": 1,
-                },
-            },
-            "distill": {
-                "horizon": 2,
-                "width": 2,
-                "learning_starts": 8,
-                "batch_size": 8,
-                "updates_per_step": 1.0,
-                "eval_every_updates": 5,
-                "shrink_perturb": {"every_updates": 5, "shrink": 0.0},
-            },
-            "tester": {"enabled": False},
-            "checkpoint": {"every_steps": 10**6},
-            "logging": {"console": False, "tensorboard": False},
-        }
-    )
-    experiment = DistillExperiment(config, tmp_path / "run", print_fn=lambda _: None)
-    experiment.run()
-    learner = experiment.learner
-    # About 52 updates are due; the learner may trail by up to max_lag_updates (16).
-    assert learner.updates >= 30
-    logged = dict(experiment.memory.history["train/shrink_perturbs"])
-    assert max(logged.values()) == learner.updates // 5 >= 6
-    # The next update that completes a period resets the student: whatever it learned,
-    # its weights are then the fresh initialisation drawn for that update.
-    learner.updates = 9
-    fresh = copy.deepcopy(learner.model)
-    shrink_and_perturb(fresh, 0.0, seed=ShrinkPerturbSettings.seed(3, 10))
-    assert learner.update() is not None and learner.updates == 10
-    for name, tensor in learner.model.state_dict().items():
-        torch.testing.assert_close(tensor, fresh.state_dict()[name], rtol=0, atol=0)
-    with pytest.raises(ConfigError, match=r"set shrink_perturb\.every_updates too"):
-        DistillExperimentConfiguration.from_dict({"distill": {"shrink_perturb": {"shrink": 0.0}}})

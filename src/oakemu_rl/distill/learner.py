@@ -17,7 +17,7 @@ from ..ppo.model import PPOModel
 from ..runtime.context import RuntimeContext
 from ..runtime.learner_thread import LearnerThread
 from ..runtime.replay_ratio_gate import ReplayRatioGate
-from ..runtime.shrink_perturb import shrink_and_perturb
+from ..runtime.shrink_perturb import shrink_if_due
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .actor import safe_choice_rate, teacher_agrees
 from .config import DistillExperimentConfiguration
@@ -128,11 +128,9 @@ class DistillLearner(LearnerThread):
         with self.learner_model.update():
             self.optimizer.step()
         self.updates += 1
-        plasticity = self.settings.shrink_perturb
-        if plasticity.due(self.updates):
-            with self.learner_model.update():
-                seed = plasticity.seed(self.context.seed, self.updates)
-                shrink_and_perturb(self.model, plasticity.shrink, seed)
+        shrink_if_due(
+            self.settings.shrink_perturb, self.learner_model, self.updates, self.context.seed
+        )
         if self.monitor is not None:
             self.monitor.note_healthy_updates(1)
         return loss.detach()

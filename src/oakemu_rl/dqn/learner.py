@@ -21,7 +21,7 @@ from ..runtime.context import RuntimeContext
 from ..runtime.learner_thread import LearnerThread
 from ..runtime.replay_ratio_gate import ReplayRatioGate
 from ..runtime.rollback import TrainingMonitor
-from ..runtime.shrink_perturb import shrink_and_perturb
+from ..runtime.shrink_perturb import shrink_if_due
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .action_masker import ActionMasker
 from .batch_prefetcher import BatchPrefetcher, TargetNetwork, autocast
@@ -186,10 +186,7 @@ class Learner(LearnerThread):
         with self.learner_model.update():
             self.optimizer.step()
         self.updates += 1
-        if cfg.shrink_perturb.due(self.updates):
-            with self.learner_model.update():
-                seed = cfg.shrink_perturb.seed(self.context.seed, self.updates)
-                shrink_and_perturb(self.model, cfg.shrink_perturb.shrink, seed)
+        shrink_if_due(cfg.shrink_perturb, self.learner_model, self.updates, self.context.seed)
         self._update_target()
         if self.model.noisy:
             self.model.reset_noise()

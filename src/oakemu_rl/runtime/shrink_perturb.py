@@ -5,15 +5,16 @@ layer. DQN's learner and distill's use it, on the schedule `ShrinkPerturbSetting
 from __future__ import annotations
 
 import copy
-from typing import Self
+from typing import Any, Self
 
 import torch
 from pydantic import Field, model_validator
 from torch import nn
 
 from .config_base import ConfigSection
+from .thread_safe_model import ThreadSafeModel
 
-__all__ = ["ShrinkPerturbSettings", "shrink_and_perturb"]
+__all__ = ["ShrinkPerturbSettings", "shrink_and_perturb", "shrink_if_due"]
 
 
 class ShrinkPerturbSettings(ConfigSection):
@@ -73,3 +74,18 @@ def shrink_and_perturb(model: nn.Module, shrink: float, seed: int) -> None:
                 reset()
     for weight, initial in zip(model.parameters(), fresh.parameters(), strict=True):
         weight.mul_(shrink).add_(initial, alpha=1.0 - shrink)
+
+
+def shrink_if_due(
+    settings: ShrinkPerturbSettings,
+    learner_model: ThreadSafeModel[Any],
+    updates: int,
+    run_seed: int,
+) -> None:
+    """After a learner's `updates`-th update: shrink its network when `settings` says so
+    (as one published update of `learner_model`), from a fresh initialisation seeded by
+    the run's seed and the update count."""
+    if settings.due(updates):
+        with learner_model.update():
+            seed = settings.seed(run_seed, updates)
+            shrink_and_perturb(learner_model.model, settings.shrink, seed)
