@@ -35,6 +35,10 @@ Variants:
     distill+safety+intervene+reset  ... with the student reset every 2,000 updates
                           (`distill.shrink_perturb`), since one trained on the growing
                           dataset loses the plasticity to fit it
+    distill+safety+intervene+refit  ... with a fresh student refitted on the side after
+                          every 2,000 updates (`distill.refit_every_updates`), swapped in
+                          once it does as well on held-out states, so the acting student
+                          never plays worse for it
     distill+margin+intervene  ... with the teacher that weights each safe move by the room
                           it leaves (`distill.search: margin`), so the student learns to
                           keep away from the spots where one wrong move loses a life
@@ -126,6 +130,15 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
                 "intervene": True,
                 "shrink_perturb": {"every_updates": 2_000, "shrink": 0.0},
             }
+        },
+        False,
+    ),
+    "distill+safety+intervene+refit": (
+        "distill",
+        DISTILL
+        | {
+            "distill": DISTILL["distill"]
+            | {"search": "safety", "intervene": True, "refit_every_updates": 2_000}
         },
         False,
     ),

@@ -359,6 +359,84 @@ def test_a_distill_run_resets_its_student_on_schedule(tmp_path: Path) -> None:
         DistillExperimentConfiguration.from_dict({"distill": {"shrink_perturb": {"shrink": 0.0}}})
 
 
+def test_a_refitted_student_replaces_the_acting_one_only_once_it_scores_as_well(
+    tmp_path: Path,
+) -> None:
+    """`distill.refit_every_updates`: after 6 updates of the acting student a fresh
+    candidate trains instead, the acting student untouched; it is swapped in (weights and
+    Adam state, published to the actor) when it scores at least as well on held-out states,
+    dropped after 6 updates without; a checkpoint keeps a candidate in training."""
+    config = _cheap_config(
+        total_steps=80,
+        distill={"refit_every_updates": 6, "eval_every_updates": 3},
+        checkpoint={"every_steps": 10**6},
+    )
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=_quiet)
+    experiment.run()
+    learner, refit = experiment.learner, experiment.learner.refit
+    assert refit is not None and learner.updates >= 30
+    history = experiment.memory.history
+    assert (
+        max(dict(history["distill/refits"]).values())
+        + max(dict(history["distill/refits_dropped"]).values())
+        == refit.swaps + refit.dropped
+        >= 2
+    )
+    assert "distill/candidate_holdout_accuracy" in history
+
+    # Start a candidate by hand: the acting student does not change while it trains.
+    refit.candidate, refit.phase_start = None, learner.updates - 6
+    learner.update()
+    candidate = refit.candidate
+    assert candidate is not None and candidate.updates == 0
+    student = copy.deepcopy(learner.model.state_dict())
+    for _ in range(3):
+        assert learner.update() is not None
+    assert candidate.updates == 3
+    for name, tensor in learner.model.state_dict().items():
+        torch.testing.assert_close(tensor, student[name], rtol=0, atol=0)
+    assert any(
+        not torch.equal(tensor, student[name])
+        for name, tensor in candidate.model.state_dict().items()
+    )
+
+    # A checkpoint of the learner keeps the candidate, its Adam state and its count.
+    saved = learner.state_dict()
+    saved_candidate = copy.deepcopy(candidate.model.state_dict())
+    refit.candidate = None
+    learner.load_state_dict(saved, keep_counters=True)
+    restored = refit.candidate
+    assert restored is not None and restored.updates == 3
+    for name, tensor in restored.model.state_dict().items():
+        torch.testing.assert_close(tensor, saved_candidate[name], rtol=0, atol=0)
+    assert restored.optimizer.state_dict()["state"].keys() == (
+        candidate.optimizer.state_dict()["state"].keys()
+    )
+
+    # Scoring below the student keeps it; as well swaps the candidate in and publishes it.
+    swaps, version = refit.swaps, experiment.container.version
+    refit.judge(0.9, 0.8, learner.updates)
+    assert refit.candidate is restored and refit.swaps == swaps
+    refit.judge(0.9, 0.9, learner.updates)
+    assert refit.candidate is None and refit.swaps == swaps + 1
+    assert experiment.container.version == version + 1
+    for name, tensor in learner.model.state_dict().items():
+        torch.testing.assert_close(tensor, saved_candidate[name], rtol=0, atol=0)
+    # ... and a candidate that has had its updates without catching up is dropped.
+    refit.phase_start = learner.updates - 6
+    learner.update()
+    assert refit.candidate is not None
+    refit.candidate.updates = 6
+    dropped = refit.dropped
+    refit.judge(0.9, 0.5, learner.updates)
+    assert refit.candidate is None and refit.dropped == dropped + 1
+
+    with pytest.raises(ConfigError, match="choose one"):
+        _cheap_config(distill={"refit_every_updates": 6, "shrink_perturb": {"every_updates": 5}})
+    with pytest.raises(ConfigError, match="set holdout_fraction above 0"):
+        _cheap_config(distill={"refit_every_updates": 6, "holdout_fraction": 0.0})
+
+
 def test_the_teacher_intervenes_where_the_student_would_lose_a_life(tmp_path: Path) -> None:
     """An untrained student plays every step (beta 0, no update); with `intervene` the
     teacher (horizon 10, which sees each falling block in time) overrides its losing moves:

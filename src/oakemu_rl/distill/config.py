@@ -126,6 +126,19 @@ class DistillSettings(_Section):
         description="Periodic shrink and perturb (or, with shrink 0, a reset) of the student, "
         "which otherwise loses the plasticity to fit the growing dataset (off by default).",
     )
+    refit_every_updates: int | None = Field(
+        None,
+        ge=1,
+        description="Refit the student on the side (null: never): after this many updates "
+        "of the acting student, a freshly initialised candidate trains on the dataset "
+        "instead, while the acting student stays as it is; at each measurement "
+        "(eval_every_updates) the candidate replaces it once it chooses safe actions on "
+        "held-out states at least as often (distill/holdout_safe; accuracy where no "
+        "held-out state is critical), or is dropped after this many updates without. A "
+        "fresh network fits the grown dataset better than one trained on it all along "
+        "(plasticity), and unlike shrink_perturb's reset the acting student never plays "
+        "worse for it. Needs holdout_fraction > 0.",
+    )
     critical_steps: int = Field(
         8,
         ge=0,
@@ -176,6 +189,21 @@ class DistillSettings(_Section):
                 f"distill.{beam_only[0]} is a setting of the beam search; search: "
                 f"{self.search} does not use it (leave it out, or set search: beam)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _refit_is_possible(self) -> DistillSettings:
+        if self.refit_every_updates is not None:
+            if self.shrink_perturb.every_updates is not None:
+                raise ValueError(
+                    "distill.refit_every_updates and distill.shrink_perturb both renew the "
+                    "student; choose one"
+                )
+            if self.holdout_fraction == 0:
+                raise ValueError(
+                    "distill.refit_every_updates: the candidate replaces the student when it "
+                    "scores as well on held-out states; set holdout_fraction above 0"
+                )
         return self
 
 

@@ -1,6 +1,7 @@
 """The distillation learner thread: soft cross-entropy on minibatches of the aggregated
 dataset, at a fixed ratio of updates to labelled states (with `shrink_perturb`, the student
-shrunk towards a fresh initialisation every so many updates)."""
+shrunk towards a fresh initialisation every so many updates; with `refit_every_updates`, a
+fresh student refitted on the side, `StudentRefit`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .actor import safe_choice_rate, teacher_agrees
 from .config import DistillExperimentConfiguration
 from .dataset import DistillDataset
 from .loss import soft_cross_entropy
+from .refit import StudentRefit
 
 if TYPE_CHECKING:
     from ..runtime.rollback import TrainingMonitor
@@ -46,7 +48,10 @@ class DistillLearner(LearnerThread):
     log; also as ``train/loss``), ``distill/holdout_accuracy`` and
     ``distill/holdout_safe`` (`holdout_scores`), ``train/updates``,
     ``train/learning_rate`` and ``perf/updates_per_s``, every `distill.eval_every_updates`
-    updates.
+    updates. With `distill.refit_every_updates`, a candidate student is refitted on the
+    side (`StudentRefit`) and judged at each measurement on the same held-out states:
+    ``distill/candidate_holdout_safe`` (or ``_accuracy``), ``distill/refits`` and
+    ``distill/refits_dropped``.
 
     Pacing (the `ReplayRatioGate` shared with the actor, counting labelled states): after
     `distill.learning_starts` labelled states, the learner makes `distill.updates_per_step`
@@ -94,6 +99,10 @@ class DistillLearner(LearnerThread):
         self._losses: list[torch.Tensor] = []
         self._hold = threading.RLock()
         self._rate_mark = (time.monotonic(), 0)
+        every = self.settings.refit_every_updates
+        self.refit = (
+            None if every is None else StudentRefit(every, learner_model, optimizer, context.seed)
+        )
 
     # -- learning rate --------------------------------------------------------------------
 
@@ -102,6 +111,8 @@ class DistillLearner(LearnerThread):
         self.lr_scale = float(scale)
         for group in self.optimizer.param_groups:
             group["lr"] = self.settings.learning_rate * self.lr_scale
+        if self.refit is not None:
+            self.refit.set_learning_rate(self.settings.learning_rate * self.lr_scale)
 
     # -- one update -----------------------------------------------------------------------
 
@@ -114,20 +125,29 @@ class DistillLearner(LearnerThread):
         device = self.context.device
         observations = torch.from_numpy(batch.observations).to(device)
         targets = torch.from_numpy(batch.targets).to(device)
-        loss = soft_cross_entropy(self.model(observations), targets)
+        # During a refit the candidate trains; the acting student stays as it is.
+        candidate = self.refit.candidate if self.refit is not None else None
+        model = self.model if candidate is None else candidate.model
+        params = self._params if candidate is None else list(model.parameters())
+        loss = soft_cross_entropy(model(observations), targets)
         if not bool(torch.isfinite(loss)):
             self._non_finite(loss)
             return None
-        for param in self._params:  # what optimizer.zero_grad(set_to_none=True) does
+        for param in params:  # what optimizer.zero_grad(set_to_none=True) does
             param.grad = None
         loss.backward()  # type: ignore[no-untyped-call]
-        grad_norm = nn.utils.clip_grad_norm_(self._params, self.settings.max_grad_norm)
+        grad_norm = nn.utils.clip_grad_norm_(params, self.settings.max_grad_norm)
         if not bool(torch.isfinite(grad_norm)):
             self._non_finite(grad_norm)
             return None
-        with self.learner_model.update():
-            self.optimizer.step()
+        if candidate is not None:
+            candidate.optimizer.step()
+        else:
+            with self.learner_model.update():
+                self.optimizer.step()
         self.updates += 1
+        if self.refit is not None:
+            self.refit.after_update(self.updates)
         shrink_if_due(
             self.settings.shrink_perturb, self.learner_model, self.updates, self.context.seed
         )
@@ -139,6 +159,8 @@ class DistillLearner(LearnerThread):
         """Hand a non-finite loss to the rollback (which restores an earlier checkpoint);
         without one, fail."""
         self.optimizer.zero_grad(set_to_none=True)
+        if self.refit is not None and self.refit.candidate is not None:
+            self.refit.candidate.optimizer.zero_grad(set_to_none=True)
         step = self._env_steps()
         if self.monitor is not None and self.monitor.check_loss(value, step):
             return
@@ -152,17 +174,27 @@ class DistillLearner(LearnerThread):
         """The student's most likely action on held-out states (a random choice of up to
         `HOLDOUT_SAMPLE`): ``distill/holdout_accuracy``, the share on which it is one the
         teacher rates best, and ``distill/holdout_safe``, the share on which it loses no
-        life where another action would (`safe_choice_rate`); empty without any."""
+        life where another action would (`safe_choice_rate`); empty without any.
+
+        During a refit the candidate is scored on the same states
+        (``distill/candidate_holdout_*``) and judged against the student (`StudentRefit.judge`,
+        on the safe share, or the accuracy where no held-out state is critical)."""
         held = self.dataset.holdout(HOLDOUT_SAMPLE, self.rng)
         if held is None:
             return {}
         observations, targets = held
         batch = torch.from_numpy(observations).to(self.context.device)
-        actions = self.model.greedy_actions(batch).cpu().numpy()
-        scores = {"distill/holdout_accuracy": float(teacher_agrees(targets, actions).mean())}
-        safe = safe_choice_rate(targets, actions)
-        if safe is not None:
-            scores["distill/holdout_safe"] = safe
+        scores = _scores(self.model, batch, targets, "distill/holdout")
+        refit = self.refit
+        if refit is not None and refit.candidate is not None:
+            candidate = _scores(refit.candidate.model, batch, targets, "distill/candidate_holdout")
+            measure = "safe" if "distill/holdout_safe" in scores else "accuracy"
+            refit.judge(
+                scores[f"distill/holdout_{measure}"],
+                candidate[f"distill/candidate_holdout_{measure}"],
+                self.updates,
+            )
+            scores |= candidate
         return scores
 
     # -- thread ---------------------------------------------------------------------------
@@ -210,6 +242,8 @@ class DistillLearner(LearnerThread):
         self._losses.clear()
         with self._hold:
             metrics.update(self.holdout_scores())
+            if self.refit is not None:
+                metrics.update(self.refit.metrics())
         self.last_metrics = metrics
         for name, value in metrics.items():
             self.context.metrics.scalar(name, value, step)
@@ -225,11 +259,14 @@ class DistillLearner(LearnerThread):
     def state_dict(self) -> dict[str, Any]:
         """Counters, learning-rate scale and sampling RNG (model and optimizer are saved
         apart, the dataset by the state adapter)."""
-        return {
+        state: dict[str, Any] = {
             "updates": self.updates,
             "lr_scale": self.lr_scale,
             "rng": dict(self.rng.bit_generator.state),
         }
+        if self.refit is not None:
+            state["refit"] = self.refit.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any], *, keep_counters: bool = False) -> None:
         """Restore what `state_dict` returned; with `keep_counters` (a rollback) the update
@@ -237,5 +274,21 @@ class DistillLearner(LearnerThread):
         if not keep_counters:
             self.updates = int(state["updates"])
         self.rng.bit_generator.state = state["rng"]
+        if self.refit is not None and "refit" in state:
+            self.refit.load_state_dict(state["refit"])
         self.set_lr_scale(float(state.get("lr_scale", 1.0)))
         self.gate.set_updates(self.updates)
+
+
+@torch.no_grad()
+def _scores(
+    model: PPOModel, observations: torch.Tensor, targets: Any, prefix: str
+) -> dict[str, float]:
+    """``{prefix}_accuracy`` and (where a held-out state is critical) ``{prefix}_safe`` of
+    `model`'s most likely actions on `observations`."""
+    actions = model.greedy_actions(observations).cpu().numpy()
+    scores = {f"{prefix}_accuracy": float(teacher_agrees(targets, actions).mean())}
+    safe = safe_choice_rate(targets, actions)
+    if safe is not None:
+        scores[f"{prefix}_safe"] = safe
+    return scores

@@ -117,6 +117,7 @@ class DistillExperiment(
             "dataset_bytes": self.dataset.nbytes,
             "holdout_accuracy": self.learner.last_metrics.get("distill/holdout_accuracy"),
             "holdout_safe": self.learner.last_metrics.get("distill/holdout_safe"),
+            "refits": self.learner.last_metrics.get("distill/refits"),
         }
 
     def _counts(self) -> str:
