@@ -177,8 +177,7 @@ class DistillLearner(LearnerThread):
         life where another action would (`safe_choice_rate`); empty without any.
 
         During a refit the candidate is scored on the same states
-        (``distill/candidate_holdout_*``) and judged against the student (`StudentRefit.judge`,
-        on the safe share, or the accuracy where no held-out state is critical)."""
+        (``distill/candidate_holdout_*``)."""
         held = self.dataset.holdout(HOLDOUT_SAMPLE, self.rng)
         if held is None:
             return {}
@@ -187,14 +186,7 @@ class DistillLearner(LearnerThread):
         scores = _scores(self.model, batch, targets, "distill/holdout")
         refit = self.refit
         if refit is not None and refit.candidate is not None:
-            candidate = _scores(refit.candidate.model, batch, targets, "distill/candidate_holdout")
-            measure = "safe" if "distill/holdout_safe" in scores else "accuracy"
-            refit.judge(
-                scores[f"distill/holdout_{measure}"],
-                candidate[f"distill/candidate_holdout_{measure}"],
-                self.updates,
-            )
-            scores |= candidate
+            scores |= _scores(refit.candidate.model, batch, targets, "distill/candidate_holdout")
         return scores
 
     # -- thread ---------------------------------------------------------------------------
@@ -243,10 +235,23 @@ class DistillLearner(LearnerThread):
         with self._hold:
             metrics.update(self.holdout_scores())
             if self.refit is not None:
+                self._judge_refit(metrics)
                 metrics.update(self.refit.metrics())
         self.last_metrics = metrics
         for name, value in metrics.items():
             self.context.metrics.scalar(name, value, step)
+
+    def _judge_refit(self, scores: dict[str, float]) -> None:
+        """Judge a candidate in training against the acting student on the held-out scores
+        just measured: the safe share, or the accuracy where no held-out state is critical."""
+        if self.refit is None or "distill/candidate_holdout_accuracy" not in scores:
+            return
+        measure = "safe" if "distill/holdout_safe" in scores else "accuracy"
+        self.refit.judge(
+            scores[f"distill/holdout_{measure}"],
+            scores[f"distill/candidate_holdout_{measure}"],
+            self.updates,
+        )
 
     @contextmanager
     def hold(self) -> Iterator[None]:
