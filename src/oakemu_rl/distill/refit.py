@@ -68,13 +68,17 @@ class StudentRefit:
         elif updates - self.phase_start >= self.every_updates:
             model = copy.deepcopy(self.student.model)
             shrink_and_perturb(model, 0.0, ShrinkPerturbSettings.seed(self.run_seed, updates))
-            optimizer = type(self.optimizer)(model.parameters(), **self.optimizer.defaults)
+            optimizer = self._optimizer_for(model)
             for group, current in zip(
                 optimizer.param_groups, self.optimizer.param_groups, strict=True
             ):
                 group["lr"] = current["lr"]  # the rollback's learning-rate scale
             self.candidate = _Candidate(model, optimizer)
             self.phase_start = updates
+
+    def _optimizer_for(self, model: PPOModel) -> torch.optim.Optimizer:
+        """A fresh optimizer of the student's kind and settings over `model`."""
+        return type(self.optimizer)(model.parameters(), **self.optimizer.defaults)
 
     def judge(self, student_score: float, candidate_score: float, updates: int) -> None:
         """Swap the candidate in when it scores at least as well as the student (the same
@@ -131,6 +135,6 @@ class StudentRefit:
             return
         model = copy.deepcopy(self.student.model)
         model.load_state_dict(saved["model"])
-        optimizer = type(self.optimizer)(model.parameters(), **self.optimizer.defaults)
+        optimizer = self._optimizer_for(model)
         optimizer.load_state_dict(saved["optimizer"])
         self.candidate = _Candidate(model, optimizer, int(saved["updates"]))
