@@ -200,6 +200,7 @@ def train(
 
 def play_games(run_dir: Path, episodes: int = EPISODES) -> dict[str, Any]:
     """The run's best checkpoint, greedy, for `episodes` games from fresh starts."""
+    from oakemu_rl.envs.lives import lives_lost
     from oakemu_rl.envs.oakemu_env import OakEmuEnv
     from oakemu_rl.experiments.evaluation import (
         checkpoint_policy,
@@ -220,8 +221,7 @@ def play_games(run_dir: Path, episodes: int = EPISODES) -> dict[str, Any]:
         while True:
             action = policy.act(observation)
             observation, _, terminated, truncated, info = env.step(action)
-            if info["lives"] is not None and info["lives"] < lives:
-                lost += lives - info["lives"]
+            lost += lives_lost(lives, info["lives"])
             lives = info["lives"]
             if terminated or truncated:
                 break

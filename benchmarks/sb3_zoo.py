@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from oakemu_rl.envs import OakEmuEnv, ObservationConfig
+from oakemu_rl.envs.lives import lives_lost
 from oakemu_rl.games.loader import bundled_games
 from oakemu_rl.runtime.tester import summarise
 from training_runs import Evaluation
@@ -132,15 +133,18 @@ def evaluate(run_dir: Path, game: str, episodes: int, seed: int) -> Evaluation:
         records = []
         for episode in range(episodes):
             observation, info = env.reset(seed=seed + episode)
-            total, length = 0.0, 0
+            total, length, lost = 0.0, 0, 0
             while True:
                 action, _ = model.predict(observation, deterministic=True)
+                lives = info.get("lives")
                 observation, reward, terminated, truncated, info = env.step(int(action))
+                lost += lives_lost(lives, info.get("lives"))
                 total += float(reward)
                 length += 1
                 if terminated or truncated:
                     break
-            records.append((total, float(info.get("score") or 0.0), length, info.get("outcome")))
+            score = float(info.get("score") or 0.0)
+            records.append((total, score, length, info.get("outcome"), lost))
         env.close()
         cache.write_text(json.dumps(summarise(records, step=0, policy="greedy").to_dict()))
     return Evaluation.from_json(json.loads(cache.read_text()))

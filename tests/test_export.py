@@ -152,6 +152,9 @@ def test_play_onnx_plays_the_episodes_evaluate_plays(
     assert played.returns == torch_result.returns
     assert played.scores == torch_result.scores
     assert played.outcomes == torch_result.outcomes
+    # Both count lives the same way, and so agree on wins with no life lost.
+    assert played.lives_lost == torch_result.lives_lost
+    assert played.to_dict()["clean_win_rate"] == torch_result.clean_win_rate
 
 
 def test_play_onnx_never_imports_torch(exported: dict[str, tuple[Path, Path]]) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from oakemu_rl.envs import StepResult
 from oakemu_rl.runtime import (
     ActorRuntimeState,
     EnvLifecycle,
@@ -60,6 +61,23 @@ def test_env_lifecycle_streams_do_not_depend_on_order() -> None:
     c = EnvLifecycle(3, seed=1)
     c.set_rng_states(json.loads(json.dumps(a.rng_states())))
     assert [s.rng.integers(1000) for s in c.states] == [s.rng.integers(1000) for s in a.states]
+
+
+def test_env_lifecycle_counts_every_life_lost_in_an_episode() -> None:
+    lifecycle = EnvLifecycle(1, seed=1)
+    state = lifecycle[0]
+    frame = np.zeros((2, 2), np.uint8)
+    state.begin_episode(frame, {"lives": 3, "score": 0})
+    # A life lost, an extra life won, two lives lost at once: three lost in all.
+    for lives in (3, 2, 3, 1):
+        lifecycle.on_step(state, StepResult(0, frame, 0.0, False, False, {"lives": lives}), 0.0)
+    assert state.lives_lost == 3 and state.last_lives == 1
+    state.begin_episode(frame, {"lives": 3, "score": 0})
+    assert state.lives_lost == 0
+    # A game without lives loses none.
+    state.begin_episode(frame, {"lives": None})
+    lifecycle.on_step(state, StepResult(0, frame, 0.0, False, False, {"lives": None}), 0.0)
+    assert state.lives_lost == 0
 
 
 def test_actor_runtime_state_round_trip() -> None:

@@ -42,14 +42,33 @@ def test_degenerate_samples() -> None:
 
 
 def test_a_result_carries_its_interval_and_median_and_ranks_by_the_low_end() -> None:
-    steady = summarise([(10.0, 10.0, 100, "win")] * 5 + [(12.0, 12.0, 100, "win")] * 5, 1, "greedy")
+    steady = summarise(
+        [(10.0, 10.0, 100, "win", 0)] * 5 + [(12.0, 12.0, 100, "win", 0)] * 5, 1, "greedy"
+    )
     assert steady.median_return == 11.0
     assert steady.ci95_low < 11.0 < steady.ci95_high
-    lucky = summarise([(40.0, 40.0, 100, "win"), (-10.0, -10.0, 100, "loss")], 2, "greedy")
+    lucky = summarise([(40.0, 40.0, 100, "win", 0), (-10.0, -10.0, 100, "loss", 3)], 2, "greedy")
     assert lucky.mean_return > steady.mean_return  # a higher mean over two episodes...
     assert not is_better(lucky, steady)  # ...is not a better agent
     assert is_better(steady, lucky) and is_better(steady, None)
     assert "95% CI" in steady.interval and "median 11.00" in steady.interval
+
+
+def test_a_clean_win_is_a_win_with_no_life_lost() -> None:
+    result = summarise(
+        [
+            (90.0, 30.0, 400, "win", 0),
+            (80.0, 30.0, 420, "win", 2),  # won, but lost two lives on the way
+            (10.0, 3.0, 200, "loss", 5),
+            (20.0, 6.0, 500, "truncated", 0),  # no life lost, but not won
+        ],
+        1,
+        "greedy",
+    )
+    assert result.win_rate == 0.5
+    assert result.clean_win_rate == 0.25
+    assert result.lives_lost == [0, 2, 5, 0]
+    assert "lives_lost" not in result.to_dict() and "lives_lost" in result.to_dict(details=True)
 
 
 def test_interquartile_mean_drops_the_outer_quarters() -> None:

@@ -138,3 +138,7 @@ def test_the_tester_writes_a_video_to_tensorboard_when_asked(tmp_path: Path) -> 
     assert (videos[0].width, videos[0].height) == (320, 256 + 12)
     with Image.open(io.BytesIO(videos[0].encoded_image_string)) as gif:
         assert gif.n_frames == 21  # the reset and 20 steps
+    # Beside the win rate, the share of games won with no life lost (none in 30 steps).
+    clean = events.Scalars("eval/clean_win_rate")
+    assert [e.step for e in clean] == [e.step for e in events.Scalars("eval/win_rate")]
+    assert clean and all(e.value == 0.0 for e in clean)

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..envs.lives import win_rate_text
 from .arguments import non_negative_int, positive_int
 from .errors import UsageError
 from .train_cmd import add_allow_code_flag
@@ -153,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
                     "mean_return": _clean(result.mean_return),
                     "mean_score": _clean(result.mean_score),
                     "win_rate": _clean(result.win_rate),
+                    "clean_win_rate": _clean(result.clean_win_rate),
                     "std_return": _clean(result.std_return),
                     "median_return": _clean(result.median_return),
                     "ci95_low": _clean(result.ci95_low),
@@ -171,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"{result.episodes} episodes: {result.interval}, std {result.std_return:.2f}, "
             f"mean score {result.mean_score:.2f}, "
-            f"win rate {result.win_rate:.0%}, mean length {result.mean_length:.0f} "
+            f"win rate {win_rate_text(result.win_rate, result.clean_win_rate)}, "
+            f"mean length {result.mean_length:.0f} "
             f"({result.policy} policy)"
         )
         if normalised is not None:

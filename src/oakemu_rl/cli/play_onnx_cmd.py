@@ -10,6 +10,7 @@ import json
 import math
 from pathlib import Path
 
+from ..envs.lives import win_rate_text
 from .arguments import non_negative_int, positive_int
 from .errors import UsageError
 
@@ -48,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {warning}")
     print(
         f"{summary['episodes']} episodes: mean return {summary['mean_return']:.2f}, mean score "
-        f"{summary['mean_score']:.2f}, win rate {summary['win_rate']:.0%}, mean length "
+        f"{summary['mean_score']:.2f}, win rate "
+        f"{win_rate_text(summary['win_rate'], summary['clean_win_rate'])}, mean length "
         f"{summary['mean_length']:.0f}"
     )
     return 0

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from ..envs.lives import lives_lost
 from ..ppo.model import PPOModel
 from ..runtime.actor import ActorBase, EpisodeObserver
 from ..runtime.context import RuntimeContext
@@ -204,10 +205,7 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
     ) -> float:
         # `state` still describes the env before this step: its lives are the old ones.
         env_id = state.env_id
-        lives = result.info.get("lives")
-        lost_life = (
-            state.last_lives is not None and lives is not None and int(lives) < state.last_lives
-        )
+        lost_life = lives_lost(state.last_lives, result.info.get("lives")) > 0
         lost_game = bool(result.terminated) and result.info.get("outcome") == "loss"
         if lost_life or lost_game:
             self.dataset.mark_critical(self._recent[env_id])

@@ -18,6 +18,7 @@ from dataclasses import fields
 import numpy as np
 import torch
 
+from ..envs.lives import lives_lost
 from ..runtime.env_lifecycle import EnvironmentState
 from ..runtime.reward_shaping import RewardShapingPipeline
 from ..trajectories.demonstrations import DemonstrationSet
@@ -48,8 +49,8 @@ def demonstration_transitions(
     transitions = []
     for step in steps:
         reward = shaping(step.reward, step.info, state)
-        lives, before = step.info.get("lives"), state.last_lives
-        life_lost = lives is not None and before is not None and int(lives) < before
+        lives = step.info.get("lives")
+        life_lost = lives_lost(state.last_lives, lives) > 0
         transitions.append(
             Transition(
                 demo_id,

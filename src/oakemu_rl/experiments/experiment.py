@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import torch
 from torch import nn
 
+from ..envs.lives import win_rate_text
 from ..envs.multi_env import MultiEnvError
 from ..envs.observation_choice import ObservationChoice, auto_choice
 from ..games.loader import load_game
@@ -636,7 +637,8 @@ class Experiment(ABC, Generic[ConfigT]):
             self.checkpoints.set_score(result.step, result.ci95_low)
         self._message(
             f"eval at step {result.step:,}: {result.interval}, "
-            f"score {result.mean_score:.1f}, win rate {result.win_rate:.0%} "
+            f"score {result.mean_score:.1f}, "
+            f"win rate {win_rate_text(result.win_rate, result.clean_win_rate)} "
             f"({result.episodes} episodes)"
         )
         target = self.config.target_eval_return
@@ -880,7 +882,8 @@ class Experiment(ABC, Generic[ConfigT]):
         if final is not None:
             line = (
                 f"final {final.policy} evaluation: {final.interval}, "
-                f"mean score {final.mean_score:.1f}, win rate {final.win_rate:.0%} "
+                f"mean score {final.mean_score:.1f}, "
+                f"win rate {win_rate_text(final.win_rate, final.clean_win_rate)} "
                 f"({final.episodes} episodes)"
             )
             if baseline is not None:

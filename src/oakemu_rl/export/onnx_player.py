@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from ..envs.factory import make_env
 from ..envs.gym_backend import is_gym_id
+from ..envs.lives import lives_lost
 from ..games.loader import load_game
 from .metadata import PolicyFileError, PolicyMetadata
 
@@ -64,16 +65,20 @@ class PlayResult:
     scores: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     outcomes: list[str | None] = field(default_factory=list)
+    lives_lost: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         n = len(self.returns)
         nan = float("nan")
+        pairs = zip(self.outcomes, self.lives_lost, strict=True)
+        clean = [outcome == "win" and lost == 0 for outcome, lost in pairs]
         return {
             "episodes": n,
             "mean_return": float(np.mean(self.returns)) if n else nan,
             "mean_score": float(np.mean(self.scores)) if n else nan,
             "win_rate": float(np.mean([o == "win" for o in self.outcomes])) if n else nan,
+            "clean_win_rate": float(np.mean(clean)) if n else nan,
             "mean_length": float(np.mean(self.lengths)) if n else nan,
             "returns": self.returns,
             "warnings": self.warnings,
@@ -134,10 +139,12 @@ def play_onnx(
             )
         for episode in range(episodes):
             observation, info = env.reset(seed=seed if episode == 0 else None)
-            total, length, outcome = 0.0, 0, None
+            total, length, outcome, lost = 0.0, 0, None, 0
             while True:
                 action = policy.act(np.asarray(observation))
+                lives = info.get("lives")
                 observation, reward, terminated, truncated, info = env.step(action)
+                lost += lives_lost(lives, info.get("lives"))
                 total += float(reward)
                 length += 1
                 if on_step is not None:
@@ -152,6 +159,7 @@ def play_onnx(
             result.scores.append(float(info.get("score") or 0.0))
             result.lengths.append(length)
             result.outcomes.append(outcome)
+            result.lives_lost.append(lost)
     finally:
         env.close()
     return result

@@ -31,6 +31,7 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
+from ..envs.lives import lives_lost
 from ..trajectories.backplay import Backplay, HandOver
 from ..trajectories.coordinator import TrajectoryEpisodeCoordinator
 from ..trajectories.restart_pool import RestartPool
@@ -258,7 +259,6 @@ class ActorBase(ABC, Generic[C, E]):
                     f"episodic_life: {self.config.game} reports no `lives` (a game YAML needs "
                     "a `lives` variable under `data`); set episodic_life: false"
                 )
-            state.extra["start_lives"] = state.last_lives
             start_state, start_step = state.extra.get("start_state"), 0
             if start_state is not None:
                 start_step = int(state.extra.get("start_step", 0))
@@ -310,19 +310,13 @@ class ActorBase(ABC, Generic[C, E]):
             shaped_return=state.shaped_return,
             reward_terms=state.reward_terms,
         )
-        start_lives = state.extra.get("start_lives")
-        lives_lost = (
-            max(0, int(start_lives) - int(state.last_lives))
-            if start_lives is not None and state.last_lives is not None
-            else 0
-        )
         self._trajectory_runtime.end_episode(
             state.env_id,
             outcome=outcome,
             episode_return=state.episode_return,
             score=state.last_score,
             step=self._steps,
-            lives_lost=lives_lost,
+            lives_lost=state.lives_lost,
         )
         if outcome == "win" and state.start_point == "initial" and self.first_win is None:
             self.first_win = {"step": float(self._steps), "seconds": self.clock()}
@@ -333,7 +327,7 @@ class ActorBase(ABC, Generic[C, E]):
             )
         restart_id = state.extra.pop("restart_id", None)
         if restart_id is not None and self._restart_pool is not None:
-            self._restart_pool.report(restart_id, failed=outcome == "loss" or lives_lost > 0)
+            self._restart_pool.report(restart_id, failed=outcome == "loss" or state.lives_lost > 0)
         for name, value in scalars.items():
             self.context.metrics.scalar(name, value, self._steps)
         if self.episode_observer is not None:
@@ -452,8 +446,7 @@ class ActorBase(ABC, Generic[C, E]):
             return True
         if not self.config.episodic_life:
             return False
-        lives, before = result.info.get("lives"), state.last_lives
-        return lives is not None and before is not None and int(lives) < before
+        return lives_lost(state.last_lives, result.info.get("lives")) > 0
 
     @abstractmethod
     def _choose_action(self, env: OakEmuMultiEnv, state: EnvironmentState) -> None:

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ..envs.lives import lives_lost
 from .episode_metrics import EpisodeTotals
 
 
@@ -47,6 +48,8 @@ class EnvironmentState:
     last_action: int | None = None
     last_action_greedy: bool = False
     last_lives: int | None = None
+    lives_lost: int = 0
+    """Lives the episode has lost so far (an extra life does not cancel one lost)."""
     last_score: float = 0.0
     start_point: str = "initial"
     """Where the episode began: initial, restart (a restart-pool state) or backplay."""
@@ -69,6 +72,7 @@ class EnvironmentState:
         self.last_action = None
         self.last_action_greedy = False
         self.last_lives = _lives(info)
+        self.lives_lost = 0
         self.last_score = float(info.get("score") or 0.0)
         seed = info.get("seed", info.get("episode_seed"))
         self.episode_seed = int(seed) if seed is not None else None
@@ -164,7 +168,9 @@ class EnvLifecycle:
         for terms in (result.info.get("reward_terms"), added_terms):
             for name, value in (terms or {}).items():
                 sums[name] = sums.get(name, 0.0) + value
-        state.last_lives = _lives(result.info)
+        lives = _lives(result.info)
+        state.lives_lost += lives_lost(state.last_lives, lives)
+        state.last_lives = lives
         state.last_score = float(result.info.get("score") or 0.0)
 
     def rng_states(self) -> list[dict[str, Any]]:

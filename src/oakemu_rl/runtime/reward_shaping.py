@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..envs.lives import lives_lost
 from .config_base import (
     CallableShaper,
     ClipShaper,
@@ -146,8 +147,7 @@ class LifeLossPenalty(RewardShaper):
         env_state: EnvironmentState,
         next_observation: npt.NDArray[Any] | None = None,
     ) -> float:
-        lives, before = info.get("lives"), env_state.last_lives
-        if lives is not None and before is not None and int(lives) < before:
+        if lives_lost(env_state.last_lives, info.get("lives")):
             return reward - self.penalty
         return reward
 

@@ -36,8 +36,8 @@ C = TypeVar("C", bound=ExperimentConfiguration)
 #: Env seeds of a tester are offset from the training envs' seeds by this much.
 TESTER_SEED_OFFSET = 1_000_003
 
-EpisodeRecord = tuple[float, float, int, str | None]
-"""(return, score, length, outcome) of one evaluation episode."""
+EpisodeRecord = tuple[float, float, int, str | None, int]
+"""(return, score, length, outcome, lives lost) of one evaluation episode."""
 
 
 @dataclass
@@ -50,9 +50,12 @@ class EvaluationResult:
     mean_score: float
     win_rate: float
     mean_length: float
+    clean_win_rate: float = float("nan")
+    """The share of episodes won with no life lost (a game without lives: the win rate)."""
     returns: list[float] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     outcomes: list[str | None] = field(default_factory=list)
+    lives_lost: list[int] = field(default_factory=list)
     step: int = 0
     policy: str = "greedy"
     median_return: float = float("nan")
@@ -73,13 +76,13 @@ class EvaluationResult:
     def to_dict(self, *, details: bool = False) -> dict[str, Any]:
         data = asdict(self)
         if not details:
-            for key in ("returns", "scores", "outcomes"):
+            for key in ("returns", "scores", "outcomes", "lives_lost"):
                 data.pop(key)
         return data
 
 
 def summarise(records: list[EpisodeRecord], step: int, policy: str) -> EvaluationResult:
-    """An EvaluationResult from (return, score, length, outcome) records."""
+    """An EvaluationResult from (return, score, length, outcome, lives lost) records."""
     returns = [r[0] for r in records]
     scores = [r[1] for r in records]
     nan = float("nan")
@@ -91,9 +94,13 @@ def summarise(records: list[EpisodeRecord], step: int, policy: str) -> Evaluatio
         mean_score=float(np.mean(scores)) if records else nan,
         win_rate=float(np.mean([r[3] == "win" for r in records])) if records else nan,
         mean_length=float(np.mean([r[2] for r in records])) if records else nan,
+        clean_win_rate=(
+            float(np.mean([r[3] == "win" and r[4] == 0 for r in records])) if records else nan
+        ),
         returns=returns,
         scores=scores,
         outcomes=[r[3] for r in records],
+        lives_lost=[r[4] for r in records],
         step=step,
         policy=policy,
         median_return=float(np.median(returns)) if records else nan,
@@ -238,7 +245,13 @@ class TesterBase(ABC, Generic[C]):
                     if ended or state.episode_length >= max_episode_steps:
                         outcome = result.info.get("outcome") if ended else "truncated"
                         records.append(
-                            (state.episode_return, state.last_score, state.episode_length, outcome)
+                            (
+                                state.episode_return,
+                                state.last_score,
+                                state.episode_length,
+                                outcome,
+                                state.lives_lost,
+                            )
                         )
                         if started < episodes:
                             self.lifecycle.request_reset(env, state)
@@ -319,6 +332,7 @@ class TesterBase(ABC, Generic[C]):
         sink.scalar("eval/median_return", result.median_return, result.step)
         sink.scalar("eval/mean_score", result.mean_score, result.step)
         sink.scalar("eval/win_rate", result.win_rate, result.step)
+        sink.scalar("eval/clean_win_rate", result.clean_win_rate, result.step)
         sink.scalar("eval/mean_length", result.mean_length, result.step)
         if self.on_result is not None:
             self.on_result(result)

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..emulator.screen import to_rgb
+from ..envs.lives import lives_lost as count_lives_lost
 from ..envs.oakemu_env import OakEmuEnv
 from ..envs.observation import ObservationConfig
 from ..games.loader import GameDefinition, load_game
@@ -249,10 +250,8 @@ def play(
             _, reward, terminated, truncated, info = env.step(action)
             collected.append(action)
             rewards.append(float(reward))
-            new_lives = info.get("lives")
-            if lives is not None and new_lives is not None and new_lives < lives:
-                lives_lost += lives - new_lives
-            lives = new_lives
+            lives_lost += count_lives_lost(lives, info.get("lives"))
+            lives = info.get("lives")
             show(info)
             if terminated or truncated:
                 outcome = info["outcome"]
