@@ -673,6 +673,43 @@ def test_an_anchored_ppo_run_stays_near_its_student_and_resumes_anchored(
     assert kls[20.0] < 0.5 * kls[0.0], kls
 
 
+def test_a_value_warmup_trains_the_critic_while_the_policy_stays_the_students(
+    distill_run: Path, tmp_path: Path
+) -> None:
+    kls, value_heads = {}, {}
+    for warmup in (0, 10_000):
+        anchor = {"coef": 1.0, "decay_steps": 1_000, "value_warmup_steps": warmup}
+        experiment = PPOExperiment(
+            _ppo_from_student(anchor, steps=128),
+            tmp_path / f"warmup{warmup}",
+            print_fn=_quiet,
+            init_from=distill_run,
+        )
+        experiment.run()
+        student = experiment.context.student_anchor
+        assert student is not None
+        kls[warmup] = _kl_to_student(distill_run, experiment, student)
+        history = experiment.memory.history
+        value_heads[warmup] = experiment.learner_model.state_dict()
+        if warmup:
+            # Value head alone, the anchor at its full weight, all run long.
+            assert {v for _, v in history["train/value_warmup"]} == {1.0}
+            assert {v for _, v in history["train/anchor_coef"]} == {1.0}
+        else:
+            assert {v for _, v in history["train/value_warmup"]} == {0.0}
+            assert history["train/anchor_coef"][-1][1] < 1.0
+    # The critic learned in both; only the warm-up kept the policy at the student's.
+    start = _student(distill_run)
+    for heads in value_heads.values():
+        changed = [not torch.equal(heads[k], start[k]) for k in start if "value" in k]
+        assert changed and all(changed)
+    assert kls[10_000] < 0.25 * kls[0], kls
+    with pytest.raises(ConfigError, match=r"value_warmup_steps needs init_anchor\.coef > 0"):
+        _ppo_from_student({"coef": 0.0, "value_warmup_steps": 100})
+    with pytest.raises(ConfigError, match="value_warmup_steps is PPO's"):
+        DQNExperimentConfiguration.from_dict({"init_anchor": {"value_warmup_steps": 100}})
+
+
 def test_an_anchored_dqn_run_ranks_the_students_action_first(
     distill_run: Path, tmp_path: Path
 ) -> None:

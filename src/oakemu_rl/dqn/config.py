@@ -207,4 +207,9 @@ class DQNExperimentConfiguration(ExperimentConfiguration):
         self._check_shared()
         if self.exploration.type == "noisy" and not self.model.noisy:
             raise ValueError("exploration.type 'noisy' needs model.noisy: true")
+        if self.init_anchor.value_warmup_steps:
+            raise ValueError(
+                "init_anchor.value_warmup_steps is PPO's (its value head learns first); DQN "
+                "learns its Q heads with the anchor's margin loss from the start: leave it out"
+            )
         return self

@@ -167,6 +167,8 @@ class PPOLearner(LearnerThread):
         bc_coef = bc_coefficient(self.config.bc, step) if self.bc_sampler is not None else 0.0
         anchor = self.context.student_anchor
         anchor_coef = anchor.coefficient(step) if anchor is not None else 0.0
+        # Through the value warm-up only the value head learns; the anchor holds the policy.
+        warming_up = anchor is not None and anchor.warming_up(step)
         anchor_stats: list[torch.Tensor] = []
         epochs_done = 0
         stopped_early = False
@@ -197,7 +199,9 @@ class PPOLearner(LearnerThread):
                 else:
                     value_loss = 0.5 * ((new_values - targets) ** 2).mean()
                 entropy_mean = entropy.mean()
-                loss = policy_loss - s.ent_coef * entropy_mean + s.vf_coef * value_loss
+                loss = s.vf_coef * value_loss
+                if not warming_up:
+                    loss = loss + policy_loss - s.ent_coef * entropy_mean
                 bc = self._bc_terms() if bc_coef > 0 else None
                 if bc is not None:
                     bc_loss, bc_agreement = bc
@@ -261,6 +265,7 @@ class PPOLearner(LearnerThread):
                 )
         if anchor is not None:
             metrics["train/anchor_coef"] = anchor_coef
+            metrics["train/value_warmup"] = float(warming_up)
             if anchor_stats:
                 metrics["train/anchor_loss"] = float(torch.stack(anchor_stats).mean())
         values, returns = buffer.values.reshape(-1), buffer.returns.reshape(-1)

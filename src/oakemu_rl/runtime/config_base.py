@@ -324,8 +324,29 @@ class InitAnchorSettings(ConfigSection):
         "replay batch. Used only by a run started with --init-from.",
     )
     decay_steps: int = Field(
-        100_000, ge=1, description="Env steps over which the weight falls linearly to 0."
+        100_000,
+        ge=1,
+        description="Env steps over which the weight falls linearly to 0 (after "
+        "value_warmup_steps).",
     )
+    value_warmup_steps: int = Field(
+        0,
+        ge=0,
+        description="PPO: env steps at the start in which only the value head learns: the "
+        "policy and entropy losses are off and the anchor, at its full weight, holds the "
+        "policy at the student. A distilled student's value head never learned, so PPO's "
+        "first advantages are noise that would move a good policy at random. The anchor's "
+        "weight starts falling after them. Needs coef > 0; DQN refuses it.",
+    )
+
+    @model_validator(mode="after")
+    def _warmup_has_an_anchor(self) -> Self:
+        if self.value_warmup_steps and self.coef == 0:
+            raise ValueError(
+                "init_anchor.value_warmup_steps needs init_anchor.coef > 0: the anchor holds "
+                "the policy at the student while the value head learns"
+            )
+        return self
 
 
 class ClipShaper(ConfigSection):

@@ -5,7 +5,9 @@ A policy distilled from the search is good but not perfect; the first updates of
 a value head that has never been trained) or of DQN (with fresh Q heads) can undo it before
 the new learning signal is worth anything. The anchor adds a loss towards the frozen
 student whose weight falls linearly to 0 over `init_anchor.decay_steps`, so the run
-starts as the student and ends as pure reinforcement learning.
+starts as the student and ends as pure reinforcement learning. With
+`init_anchor.value_warmup_steps`, PPO first trains its value head alone, the policy held
+at the student, so that its first policy updates follow advantages that mean something.
 """
 
 from __future__ import annotations
@@ -32,10 +34,15 @@ class StudentAnchor:
         self.settings = settings
 
     def coefficient(self, env_steps: int) -> float:
-        """The anchor loss's weight after `env_steps`: `coef`, falling linearly to 0 at
-        `decay_steps`."""
-        done = min(1.0, max(0, env_steps) / self.settings.decay_steps)
+        """The anchor loss's weight after `env_steps`: `coef` through the value warm-up,
+        then falling linearly to 0 over `decay_steps`."""
+        decaying = max(0, env_steps - self.settings.value_warmup_steps)
+        done = min(1.0, decaying / self.settings.decay_steps)
         return self.settings.coef * (1.0 - done)
+
+    def warming_up(self, env_steps: int) -> bool:
+        """Whether only the value head learns yet (`value_warmup_steps`, PPO)."""
+        return env_steps < self.settings.value_warmup_steps
 
     @torch.no_grad()
     def log_probs(self, observations: torch.Tensor) -> torch.Tensor:
