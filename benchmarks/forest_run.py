@@ -42,8 +42,11 @@ Variants:
     distill+margin+intervene  ... with the teacher that weights each safe move by the room
                           it leaves (`distill.search: margin`), so the student learns to
                           keep away from the spots where one wrong move loses a life
-    distill+ppo           distill for half the budget, then PPO from the distilled student
-                          (`train --init-from`) for the other half
+    distill+ppo           distill+safety+intervene+refit for half the budget, then PPO
+                          from the distilled student (`train --init-from`) for the other
+                          half: its value head trained alone for the first 50,000 steps
+                          (`init_anchor.value_warmup_steps`), the anchor to the student
+                          falling over the next 500,000
 """
 
 from __future__ import annotations
@@ -147,9 +150,20 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         DISTILL | {"distill": DISTILL["distill"] | {"search": "margin", "intervene": True}},
         False,
     ),
-    "distill+ppo": ("ppo", {"env": DISTILL["env"]}, False),
+    # Fine-tuning, not learning from scratch: a smaller step and entropy bonus than PPO's
+    # defaults, the critic trained first (the student's value head never learned) and the
+    # anchor to the student falling over about a third of the hour's PPO steps.
+    "distill+ppo": (
+        "ppo",
+        {
+            "env": DISTILL["env"],
+            "ppo": {"learning_rate": 2.5e-4, "ent_coef": 0.001},
+            "init_anchor": {"coef": 1.0, "value_warmup_steps": 50_000, "decay_steps": 500_000},
+        },
+        False,
+    ),
 }
-INIT_FROM = {"distill+ppo": "distill"}
+INIT_FROM = {"distill+ppo": "distill+safety+intervene+refit"}
 """Variants that start from another variant's run (trained for half the budget first)."""
 
 
