@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from oakemu_rl.games import GameSession, load_game
 from z80_programs import RESULTS
 
@@ -77,6 +79,22 @@ def test_randomize_is_seeded_and_never_zero(write_game: WriteGame) -> None:
         seeds.append(session.values["seed"])
     assert seeds[0] == seeds[2] != seeds[1]
     assert all(value != 0 for value in seeds)
+
+
+def test_randomize_redraws_a_saved_games_variables(write_game: WriteGame) -> None:
+    session = GameSession(load_game(write_game()))
+    session.reset(seed=1)
+    state, seeded = session.save_state(), session.values["seed"]
+    drawn = []
+    for _ in range(2):
+        session.reset_to_state(state)
+        session.randomize(["seed"], np.random.default_rng(7))
+        drawn.append(session.read_values()["seed"])
+    assert drawn[0] == drawn[1]  # the same generator draws the same value
+    assert drawn[0] not in (0, seeded)
+    session.reset_to_state(state)
+    session.randomize(["seed"], np.random.default_rng(8))
+    assert session.read_values()["seed"] not in (0, drawn[0])
 
 
 def test_reset_to_state_resumes_the_same_game(write_game: WriteGame) -> None:

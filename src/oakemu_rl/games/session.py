@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -121,12 +121,7 @@ class GameSession:
         spec = self.game.spec
         for n, step in enumerate(spec.start):
             if isinstance(step, RandomizeStep):
-                for name in step.randomize:
-                    var = spec.data[name]
-                    low, high = value_range(var.type, var.size)
-                    # Never 0: a zero seed stalls the usual xorshift/LFSR generators.
-                    value = int(rng.integers(max(low, 1), high, endpoint=True))
-                    machine.write(var.address, encode_value(var.type, value, var.size))
+                self.randomize(step.randomize, rng)
             elif isinstance(step, WaitStep):
                 machine.run_frames(step.wait)
             elif isinstance(step, PressStep):
@@ -142,6 +137,17 @@ class GameSession:
                         f"{step.timeout_frames} frames"
                     )
         self._begin()
+
+    def randomize(self, names: Iterable[str], rng: np.random.Generator) -> None:
+        """Write a value drawn from `rng` into each of the data variables `names` (what a
+        `randomize` step of the start procedure does), never 0."""
+        data = self.game.spec.data
+        for name in names:
+            var = data[name]
+            low, high = value_range(var.type, var.size)
+            # Never 0: a zero seed stalls the usual xorshift/LFSR generators.
+            value = int(rng.integers(max(low, 1), high, endpoint=True))
+            self.machine.write(var.address, encode_value(var.type, value, var.size))
 
     def reset_to_state(self, state: bytes) -> None:
         """Start an episode from a saved machine state (a restart point)."""
