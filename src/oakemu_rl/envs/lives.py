@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -15,6 +16,15 @@ def lives_lost(before: Any, after: Any) -> int:
     if before is None or after is None:
         return 0
     return max(0, int(before) - int(after))
+
+
+def clean_win_rate(outcomes: Sequence[str | None], lost: Sequence[int]) -> float:
+    """The share of episodes won with no life lost (`outcomes` and `lost`: one per episode);
+    NaN for none."""
+    if not outcomes:
+        return float("nan")
+    clean = [outcome == "win" and n == 0 for outcome, n in zip(outcomes, lost, strict=True)]
+    return sum(clean) / len(clean)
 
 
 def win_rate_text(win_rate: float, clean_win_rate: float) -> str:

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from ..envs.factory import make_env
 from ..envs.gym_backend import is_gym_id
-from ..envs.lives import lives_lost
+from ..envs.lives import clean_win_rate, lives_lost
 from ..games.loader import load_game
 from .metadata import PolicyFileError, PolicyMetadata
 
@@ -71,14 +71,12 @@ class PlayResult:
     def to_dict(self) -> dict[str, Any]:
         n = len(self.returns)
         nan = float("nan")
-        pairs = zip(self.outcomes, self.lives_lost, strict=True)
-        clean = [outcome == "win" and lost == 0 for outcome, lost in pairs]
         return {
             "episodes": n,
             "mean_return": float(np.mean(self.returns)) if n else nan,
             "mean_score": float(np.mean(self.scores)) if n else nan,
             "win_rate": float(np.mean([o == "win" for o in self.outcomes])) if n else nan,
-            "clean_win_rate": float(np.mean(clean)) if n else nan,
+            "clean_win_rate": clean_win_rate(self.outcomes, self.lives_lost),
             "mean_length": float(np.mean(self.lengths)) if n else nan,
             "returns": self.returns,
             "warnings": self.warnings,

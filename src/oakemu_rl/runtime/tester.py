@@ -19,6 +19,7 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
+from ..envs.lives import clean_win_rate
 from .config_base import ExperimentConfiguration
 from .context import RuntimeContext
 from .env_lifecycle import EnvironmentState, EnvLifecycle
@@ -94,9 +95,7 @@ def summarise(records: list[EpisodeRecord], step: int, policy: str) -> Evaluatio
         mean_score=float(np.mean(scores)) if records else nan,
         win_rate=float(np.mean([r[3] == "win" for r in records])) if records else nan,
         mean_length=float(np.mean([r[2] for r in records])) if records else nan,
-        clean_win_rate=(
-            float(np.mean([r[3] == "win" and r[4] == 0 for r in records])) if records else nan
-        ),
+        clean_win_rate=clean_win_rate([r[3] for r in records], [r[4] for r in records]),
         returns=returns,
         scores=scores,
         outcomes=[r[3] for r in records],
