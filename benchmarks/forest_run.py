@@ -9,9 +9,11 @@ summary already in the output directory is reused, so an interrupted benchmark r
 
     oakemu-rl train --game forest_run --config VARIANT.yaml [--demos DIR] --seed S
 
-with `max_time_s` set to the same wall-clock budget for every variant, and plays the
-run's best checkpoint (by evaluation) greedily for 50 games from fresh starts, with no
-search at play time. It reports, per variant, the win rate, the rate of wins with no
+with `max_time_s` set to the same wall-clock budget for every variant. The run keeps its
+last 3 checkpoints and its 4 best by evaluation; each of them plays the same 20 greedy
+games (`oakemu-rl evaluate RUN --all`), since a run's evaluations of 10 games are too few
+to pick the best by, and the one that won most then plays 50 other games from fresh
+starts, with no search at play time. It reports, per variant, the win rate, the rate of wins with no
 life lost, the mean sector reached and the time to the first win from the game's start
 during training; and it draws the win rate of the runs' evaluations against env steps
 and against wall time (`forest_run.png` in the output directory).
@@ -64,6 +66,7 @@ import yaml
 
 OAKEMU_RL = [sys.executable, "-m", "oakemu_rl.cli.main"]
 EPISODES = 50
+SELECTION_EPISODES, SELECTION_SEED = 20, 7
 
 RESTARTS: dict[str, Any] = {
     "restart_pool": {
@@ -198,6 +201,7 @@ def train(
         "total_steps": 10_000_000,
         "max_time_s": minutes * 60,
         "tester": {"every_steps": 25_000, "episodes": 10},
+        "checkpoint": {"keep_best": 4},
     } | dict(settings)
     config_path = root / f"{run_dir.name}.yaml"
     config_path.write_text(yaml.safe_dump(config))
@@ -212,8 +216,17 @@ def train(
     return run_dir, summary
 
 
+def choose_checkpoint(run_dir: Path) -> Path:
+    """The kept checkpoint that plays best on the same `SELECTION_EPISODES` greedy games."""
+    command = [*OAKEMU_RL, "evaluate", str(run_dir), "--all", "--json", "--num-envs", "1"]
+    command += ["--episodes", str(SELECTION_EPISODES), "--seed", str(SELECTION_SEED)]
+    result = subprocess.run(command, check=True, capture_output=True, text=True)
+    return Path(json.loads(result.stdout)["best"])
+
+
 def play_games(run_dir: Path, episodes: int = EPISODES) -> dict[str, Any]:
-    """The run's best checkpoint, greedy, for `episodes` games from fresh starts."""
+    """The run's best checkpoint (`choose_checkpoint`), greedy, for `episodes` games from
+    fresh starts other than those it was chosen on."""
     from oakemu_rl.envs.lives import lives_lost
     from oakemu_rl.envs.oakemu_env import OakEmuEnv
     from oakemu_rl.experiments.evaluation import (
@@ -222,7 +235,7 @@ def play_games(run_dir: Path, episodes: int = EPISODES) -> dict[str, Any]:
         read_checkpoint_config,
     )
 
-    checkpoint = find_checkpoint(run_dir, best=True)
+    checkpoint = find_checkpoint(choose_checkpoint(run_dir))
     _, config = read_checkpoint_config(checkpoint)
     env = OakEmuEnv(config.game, config.env.observation, seed=99_000)
     policy = checkpoint_policy(checkpoint, config, env)

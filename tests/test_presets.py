@@ -99,3 +99,17 @@ def test_evaluate_takes_the_best_checkpoint_unless_told_last(
     assert json.loads(capsys.readouterr().out)["step"] == 1024
     assert main(["evaluate", str(run_dir), "--last", *common]) == 0
     assert json.loads(capsys.readouterr().out)["step"] == 2048
+    # --all plays every kept checkpoint on the same episodes and names the best by them,
+    # whatever the run's own (few-episode) scores said.
+    seeded = ["--episodes", "3", "--seed", "4", "--json"]
+    assert main(["evaluate", str(run_dir), "--all", *seeded]) == 0
+    found = json.loads(capsys.readouterr().out)
+    rows = found["checkpoints"]
+    assert [row["step"] for row in rows] == [512, 1024, 1536, 2048]
+    assert found["step"] == max(rows, key=lambda row: row["mean_return"])["step"]
+    assert main(["evaluate", rows[2]["checkpoint"], *seeded]) == 0
+    assert json.loads(capsys.readouterr().out) == rows[2] | {"video": None}
+    assert main(["evaluate", str(run_dir), "--all", "--last"]) == 2
+    assert "takes neither --last nor --video" in capsys.readouterr().err
+    assert main(["evaluate", rows[0]["checkpoint"], "--all"]) == 2
+    assert "--all takes a run directory" in capsys.readouterr().err

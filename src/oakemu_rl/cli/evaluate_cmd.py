@@ -1,18 +1,24 @@
 """`oakemu-rl evaluate RUN_DIR|CHECKPOINT`: episodes with a trained agent (greedy, with
-`--epsilon` for DQN or `--sample` for PPO and distill), or random play (`--random`)."""
+`--epsilon` for DQN or `--sample` for PPO and distill), or random play (`--random`); with
+`--all`, every checkpoint a run kept, on the same episodes, and which of them plays best."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..envs.lives import win_rate_text
 from .arguments import non_negative_int, positive_int
 from .errors import UsageError
 from .train_cmd import add_allow_code_flag
+
+if TYPE_CHECKING:
+    from ..runtime.checkpoints import Checkpoint
+    from ..runtime.tester import EvaluationResult
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,6 +39,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="a run's newest checkpoint (default: its best by evaluation, or the "
         "newest when none was evaluated)",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="every checkpoint the run kept, each on the same episodes (same --seed), and "
+        "the one that plays best: the most games won, then the most won with no life lost, "
+        "then the highest mean return. The run's own choice rests on its evaluations' few "
+        "episodes; this one on --episodes of them",
     )
     parser.add_argument("--seed", type=non_negative_int, help="env seed")
     parser.add_argument(
@@ -117,22 +131,31 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--video records the most likely actions: it does not take --sample")
     if args.video is not None and args.video.suffix.lower() not in (".gif", ".mp4"):
         raise UsageError(f"--video {args.video}: expected a .gif or .mp4 file")
+    if args.all and (args.last or args.video is not None):
+        raise UsageError("--all plays every checkpoint: it takes neither --last nor --video")
     try:
-        checkpoint = find_checkpoint(args.target, best=not args.last)
-        result = evaluate_checkpoint(
-            checkpoint,
-            args.episodes,
-            seed=args.seed,
-            epsilon=args.epsilon,
-            deterministic=False if args.sample else None,
-            random_policy=args.random,
-            num_envs=args.num_envs,
-            allow_code=args.allow_code,
-        )
+        if args.all:
+            checkpoints = _kept_checkpoints(args.target)
+        else:
+            checkpoints = [find_checkpoint(args.target, best=not args.last)]
+        rows = []
+        for checkpoint in checkpoints:
+            result = evaluate_checkpoint(
+                checkpoint,
+                args.episodes,
+                seed=args.seed,
+                epsilon=args.epsilon,
+                deterministic=False if args.sample else None,
+                random_policy=args.random,
+                num_envs=args.num_envs,
+                allow_code=args.allow_code,
+            )
+            normalised = _normalised(checkpoint, result.mean_score, args.allow_code)
+            rows.append((checkpoint, result, normalised))
         video = None
         if args.video is not None:
             video = record_checkpoint(
-                checkpoint,
+                checkpoints[0],
                 args.video,
                 episodes=args.video_episodes,
                 seed=args.seed if args.seed is not None else 0,
@@ -140,51 +163,98 @@ def run(args: argparse.Namespace) -> int:
                 max_steps=args.video_steps,
                 allow_code=args.allow_code,
             )
-        normalised = _normalised(checkpoint, result.mean_score, args.allow_code)
     except PolicyOptionError as exc:  # an option of the other algorithm
         flag = {"epsilon": "--epsilon", "deterministic": "--sample"}[exc.option]
         raise UsageError(f"{flag} {exc.reason}") from None
     except (ConfigError, RunError, CheckpointError, GymEnvError, VideoError) as exc:
         raise UsageError(str(exc)) from None
+    if args.all:
+        best = max(rows, key=lambda row: _ranking(row[1]))[0]
+        if args.json:
+            listed = [_as_json(*row) for row in rows]
+            print(json.dumps({"checkpoints": listed, "best": str(best.path), "step": best.step}))
+        else:
+            for checkpoint, result, normalised in rows:
+                print(f"step {checkpoint.step:>10,}: {_result_text(result, normalised)}")
+            print(f"best: {best.path} (step {best.step:,})")
+        return 0
+    checkpoint, result, normalised = rows[0]
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "episodes": result.episodes,
-                    "mean_return": _clean(result.mean_return),
-                    "mean_score": _clean(result.mean_score),
-                    "win_rate": _clean(result.win_rate),
-                    "clean_win_rate": _clean(result.clean_win_rate),
-                    "std_return": _clean(result.std_return),
-                    "median_return": _clean(result.median_return),
-                    "ci95_low": _clean(result.ci95_low),
-                    "ci95_high": _clean(result.ci95_high),
-                    "mean_length": _clean(result.mean_length),
-                    "policy": result.policy,
-                    "normalised_score": normalised,
-                    "checkpoint": str(checkpoint.path),
-                    "step": checkpoint.step,
-                    "video": str(video.path) if video is not None else None,
-                }
-            )
-        )
+        found = _as_json(checkpoint, result, normalised)
+        found["video"] = str(video.path) if video is not None else None
+        print(json.dumps(found))
     else:
         print(f"checkpoint {checkpoint.path} (step {checkpoint.step:,})")
-        print(
-            f"{result.episodes} episodes: {result.interval}, std {result.std_return:.2f}, "
-            f"mean score {result.mean_score:.2f}, "
-            f"win rate {win_rate_text(result.win_rate, result.clean_win_rate)}, "
-            f"mean length {result.mean_length:.0f} "
-            f"({result.policy} policy)"
-        )
-        if normalised is not None:
-            print(
-                f"normalised score {normalised:.3f} "
-                "((score - random) / (search - random), from `oakemu-rl reference`)"
-            )
+        print(_result_text(result, normalised))
         if video is not None:
             print(
                 f"video: {video.path} ({video.episodes} episode(s), {len(video.frames)} frames, "
                 f"returns {', '.join(f'{r:g}' for r in video.returns)})"
             )
     return 0
+
+
+def _kept_checkpoints(target: Path) -> list[Checkpoint]:
+    """Every valid checkpoint of a run directory, oldest first."""
+    from ..experiments import RunError
+    from ..runtime.checkpoints import CheckpointError, CheckpointManager
+
+    if not (target / "checkpoints").is_dir():
+        raise RunError(f"{target}: --all takes a run directory (one with checkpoints/)")
+    manager = CheckpointManager(target / "checkpoints")
+    checkpoints = []
+    for checkpoint in manager.list():
+        try:
+            checkpoint.verify()
+        except CheckpointError as exc:
+            print(f"skipping checkpoint: {exc}", file=sys.stderr)
+            continue
+        checkpoints.append(checkpoint)
+    if not checkpoints:
+        raise RunError(f"{target}: no valid checkpoint found")
+    return checkpoints
+
+
+def _ranking(result: EvaluationResult) -> tuple[float, float, float]:
+    """Wins first, then wins with no life lost, then mean return (nan counts as least)."""
+    wins, clean, mean = (
+        v if math.isfinite(v) else -math.inf
+        for v in (result.win_rate, result.clean_win_rate, result.mean_return)
+    )
+    return wins, clean, mean
+
+
+def _as_json(
+    checkpoint: Checkpoint, result: EvaluationResult, normalised: float | None
+) -> dict[str, Any]:
+    return {
+        "episodes": result.episodes,
+        "mean_return": _clean(result.mean_return),
+        "mean_score": _clean(result.mean_score),
+        "win_rate": _clean(result.win_rate),
+        "clean_win_rate": _clean(result.clean_win_rate),
+        "std_return": _clean(result.std_return),
+        "median_return": _clean(result.median_return),
+        "ci95_low": _clean(result.ci95_low),
+        "ci95_high": _clean(result.ci95_high),
+        "mean_length": _clean(result.mean_length),
+        "policy": result.policy,
+        "normalised_score": normalised,
+        "checkpoint": str(checkpoint.path),
+        "step": checkpoint.step,
+    }
+
+
+def _result_text(result: EvaluationResult, normalised: float | None) -> str:
+    text = (
+        f"{result.episodes} episodes: {result.interval}, std {result.std_return:.2f}, "
+        f"mean score {result.mean_score:.2f}, "
+        f"win rate {win_rate_text(result.win_rate, result.clean_win_rate)}, "
+        f"mean length {result.mean_length:.0f} ({result.policy} policy)"
+    )
+    if normalised is not None:
+        text += (
+            f"\nnormalised score {normalised:.3f} "
+            "((score - random) / (search - random), from `oakemu-rl reference`)"
+        )
+    return text
