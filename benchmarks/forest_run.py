@@ -41,6 +41,10 @@ Variants:
                           every 2,000 updates (`distill.refit_every_updates`), swapped in
                           once it does as well on held-out states, so the acting student
                           never plays worse for it
+    distill+safety+intervene+refit+hidden  ... with the teacher told which of the game's
+                          frame counters the screen does not show (`distill.hidden`:
+                          on which frame of a step the forest scrolls and the player
+                          steers), so it teaches only the moves safe whatever they hold
     distill+margin+intervene  ... with the teacher that weights each safe move by the room
                           it leaves (`distill.search: margin`), so the student learns to
                           keep away from the spots where one wrong move loses a life
@@ -78,6 +82,9 @@ RESTARTS: dict[str, Any] = {
     }
 }
 OBSERVATION = {"env": {"observation": {"type": "attributes", "frame_stack": 2}}}
+# forest_run's frame counters, which the screen does not show: frames to the next row
+# scrolled (1 to the sector's scroll_period) and to the next column steered (1 or 2).
+HIDDEN: dict[str, list[int | str]] = {"scroll_timer": [1, "scroll_period"], "steer_timer": [1, 2]}
 DISTILL: dict[str, Any] = {
     # Labels are the bottleneck, so the workers that make them run at normal priority
     # rather than the default SCHED_IDLE, which leaves them only what the learner spares.
@@ -145,6 +152,20 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         | {
             "distill": DISTILL["distill"]
             | {"search": "safety", "intervene": True, "refit_every_updates": 2_000}
+        },
+        False,
+    ),
+    "distill+safety+intervene+refit+hidden": (
+        "distill",
+        DISTILL
+        | {
+            "distill": DISTILL["distill"]
+            | {
+                "search": "safety",
+                "intervene": True,
+                "refit_every_updates": 2_000,
+                "hidden": HIDDEN,
+            }
         },
         False,
     ),

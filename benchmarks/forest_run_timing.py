@@ -2,40 +2,36 @@
 
     python benchmarks/forest_run_timing.py [--episodes 3] [--horizon 12]
 
-forest_run scrolls one row every `scroll_period` frames (4 in sectors 1-3, 3 in sectors
-4-6, 2 in sectors 7-8) and an env step is 4 frames. In sectors 4-6 the steps scroll 2, 1,
-1, 2, 1, 1, ... rows, so after a 1-row step the next may scroll 1 row or 2, and two
-stacked frames (the distill benchmark's `frame_stack: 2`) show only the last step's.
-Which one it is lives in `scroll_timer` (1 or 2), which the screen does not show.
+An env step of forest_run is 4 frames. Within it the forest scrolls a row every
+`scroll_period` frames (4 in sectors 1-3, 3 in 4-6, 2 in 7-8) and the player steers a
+column every 2, each on a frame counter of its own (`scroll_timer`, `steer_timer`). The
+step's last screen does not show on which of its frames those fell, so two states that
+look the same may have different safe moves.
 
-The safety teacher plays from the start into sector 7 (each action drawn from its target).
-On every state of sectors 4-6 with `scroll_timer` 1 or 2 it labels the state twice: as it
-is, and with the timer set to the other value. On the critical states (some action loses a
-life, another does not) it counts how often the two safe sets differ, how often they share
-no action (then no student on two frames can be sure of a safe move), and how often the
-action an imitating student would favour (the one the two even targets weight most) is
-unsafe in the real state.
+The safety teacher plays from the start (each action drawn from its target) until the
+game ends. On every critical state (some action loses a life, another does not) it
+labels the state again with the counters set to every other value they can hold (the
+benchmark's `distill.hidden`, `HIDDEN` in forest_run.py) and counts, per sector, how often
+the safe set changes, how often no move is safe with every value, and how often the move an
+imitating student would favour (the one the even targets of all the variants weight most)
+is unsafe in the real state. It also times each state's label with and without `hidden`
+(the teacher that names only the moves safe whatever the counters hold): the ratio is
+what the safer labels cost.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import time
 
 import numpy as np
-import numpy.typing as npt
 
+from forest_run import HIDDEN
+from oakemu_rl.distill.config import DistillSettings
 from oakemu_rl.games.loader import load_game
 from oakemu_rl.games.session import GameSession
-from oakemu_rl.trajectories.teacher import SearchTeacher, TeacherLabel, TeacherSettings
-
-SCROLL_TIMER = 0x800E  # forest_run.asm: frames until the next row scrolls
-AMBIGUOUS_SECTORS = range(4, 7)  # scroll_period 3
-
-
-def safe_set(label: TeacherLabel) -> npt.NDArray[np.bool_]:
-    safe: npt.NDArray[np.bool_] = label.lives_lost == label.lives_lost.min()
-    return safe
+from oakemu_rl.trajectories.teacher import SearchTeacher
 
 
 def main() -> None:
@@ -44,39 +40,59 @@ def main() -> None:
     parser.add_argument("--horizon", type=int, default=12)
     args = parser.parse_args()
     game = load_game("forest_run")
-    teacher = SearchTeacher(game, TeacherSettings(horizon=args.horizon, search="safety"))
-    env, probe = GameSession(game), GameSession(game)
+    settings = DistillSettings(horizon=args.horizon, search="safety")
+    plain = SearchTeacher(game, settings.teacher_settings())
+    with_hidden = settings.model_copy(update={"hidden": HIDDEN})
+    robust = SearchTeacher(game, with_hidden.teacher_settings())
+    env = GameSession(game)
     rng = np.random.default_rng(1)
-    counts: collections.Counter[str] = collections.Counter()
+    by_sector: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    seconds = {"plain": 0.0, "hidden": 0.0}
+    labels = 0
     for episode in range(args.episodes):
         env.reset(3000 + episode)
         while True:
             state = env.save_state()
-            sector = int(env.values["sector"])
-            timer = env.machine.read_byte(SCROLL_TIMER)
-            label = teacher.label(state)
-            if sector in AMBIGUOUS_SECTORS and timer in (1, 2):
-                counts["states"] += 1
-                if label.lives_lost.min() < label.lives_lost.max():
-                    counts["critical"] += 1
-                    probe.reset_to_state(state)
-                    probe.machine.write(SCROLL_TIMER, [3 - timer])
-                    real, other = safe_set(label), safe_set(teacher.label(probe.save_state()))
-                    counts["safe sets differ"] += int((real != other).any())
-                    counts["no shared safe action"] += int(not (real & other).any())
-                    favoured = int(np.argmax(real / real.sum() + other / other.sum()))
-                    counts["favoured action unsafe"] += int(not real[favoured])
+            tally = by_sector[int(env.values["sector"])]
+            started = time.perf_counter()
+            label = plain.label(state)
+            seconds["plain"] += time.perf_counter() - started
+            started = time.perf_counter()
+            safer = robust.label(state)
+            seconds["hidden"] += time.perf_counter() - started
+            labels += 1
+            tally["states"] += 1
+            real = label.safe
+            if not real.all():
+                tally["critical"] += 1
+                variants = [plain.label(v).safe for v in robust.hidden_variants(state)]
+                tally["safe set changes"] += any(bool((v != real).any()) for v in variants)
+                tally["no move always safe"] += not np.logical_and.reduce([real, *variants]).any()
+                favoured = int(np.argmax(sum(v / v.sum() for v in [real, *variants])))
+                tally["favoured move unsafe"] += not real[favoured]
+                tally["hidden label narrower"] += bool((safer.safe != real).any())
             step = env.step(int(rng.choice(len(label.target), p=label.target)))
-            if step.outcome in ("win", "loss") or int(env.values["sector"]) > 6:
+            if step.outcome in ("win", "loss", "truncated"):
                 break
-        print(f"episode {episode + 1}/{args.episodes}: {dict(counts)}", flush=True)
-    critical = max(1, counts["critical"])
+        print(
+            f"episode {episode + 1}/{args.episodes}: {step.outcome}, sector {env.values['sector']}",
+            flush=True,
+        )
+    print("per sector (critical states: some move loses a life, another does not):")
+    for sector, tally in sorted(by_sector.items()):
+        print(f"  sector {sector}: " + ", ".join(f"{k} {v}" for k, v in tally.items()))
+    total = sum(by_sector.values(), collections.Counter())
+    critical = max(1, total["critical"])
     print(
-        f"sectors 4-6, scroll_timer 1 or 2: {counts['states']} states, {counts['critical']} "
-        f"critical; on those the safe set depends on the hidden timer in "
-        f"{counts['safe sets differ']} ({counts['safe sets differ'] / critical:.0%}), the two "
-        f"share no safe action in {counts['no shared safe action']}, and the favoured action is "
-        f"unsafe in {counts['favoured action unsafe']}"
+        f"all: {total['critical']} critical states of {total['states']}; the safe set changes "
+        f"with the hidden counters on {total['safe set changes'] / critical:.0%}, no move is "
+        f"safe with every value on {total['no move always safe']}, the favoured move is unsafe "
+        f"on {total['favoured move unsafe']}"
+    )
+    print(
+        f"label time: plain {seconds['plain'] / labels * 1000:.0f} ms, with hidden "
+        f"{seconds['hidden'] / labels * 1000:.0f} ms a state ({labels} states): ratio "
+        f"{seconds['hidden'] / seconds['plain']:.2f}"
     )
 
 

@@ -240,6 +240,18 @@ def test_config_show_lists_every_distill_setting(capsys: pytest.CaptureFixture[s
     assert "is a Gymnasium env" in capsys.readouterr().err
 
 
+def test_hidden_variables_must_be_the_games(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "hidden.yaml"
+    config.write_text("algo: distill\ngame: catch\ndistill: {hidden: {frames: [0, 3]}}\n")
+    run_dir = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--run-dir", str(run_dir), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "distill.hidden: 'frames' is not a data variable of" in error and "catch.yaml" in error
+    assert not run_dir.exists()
+
+
 # -- a real run ---------------------------------------------------------------------------
 
 

@@ -244,3 +244,40 @@ def test_workers_label_their_envs() -> None:
             backend="inline",
             env_wrapper=LabelWithTeacher(TeacherSettings()),
         )
+
+
+def test_hidden_variables_leave_only_the_moves_safe_whatever_they_hold() -> None:
+    """forest_run's frame counters say on which frame of a step the forest scrolls and the
+    player steers; the screen does not show them. With them hidden, a label keeps only the
+    moves that are safe with every value they could hold."""
+    game = load_game("forest_run")
+    plain = SearchTeacher(game, TeacherSettings(horizon=12, search="safety"))
+    hidden = (("scroll_timer", 1, "scroll_period"), ("steer_timer", 1, 2))
+    robust = SearchTeacher(game, TeacherSettings(horizon=12, search="safety", hidden=hidden))
+    session = GameSession(game)
+    session.reset(3)
+    narrowed = 0
+    for _ in range(160):  # sector 1, where trees come one row a step
+        state = session.save_state()
+        own, label = plain.label(state), robust.label(state)
+        assert label.safe.any() and not (label.safe & ~own.safe).any()
+        assert label.target[~label.safe].sum() == 0
+        if (label.safe != own.safe).any():
+            narrowed += 1
+            variants = robust.hidden_variants(state)
+            period = session.values["scroll_period"]
+            assert len(variants) == period * 2 - 1  # every other combination
+            verdicts = [plain.label(v).safe for v in variants]
+            for action in np.flatnonzero(label.safe):
+                assert all(v[action] for v in verdicts if (v & label.safe).any())
+            for action in np.flatnonzero(own.safe & ~label.safe):
+                assert any(not v[action] and (v & own.safe).any() for v in verdicts)
+            if narrowed == 2:
+                break
+        step = session.step(own.best_action)
+        assert step.outcome is None
+    assert narrowed == 2, "no state whose safe moves hang on the hidden counters"
+    with pytest.raises(ValueError, match=r"'frame' is not a data variable of .*forest_run\.yaml"):
+        SearchTeacher(game, TeacherSettings(search="safety", hidden=(("frame", 0, 3),)))
+    with pytest.raises(ValueError, match="'period' is not a data variable"):
+        SearchTeacher(game, TeacherSettings(hidden=(("steer_timer", 1, "period"),)))

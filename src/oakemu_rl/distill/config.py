@@ -68,6 +68,17 @@ class DistillSettings(_Section):
         "path that loses no more (0: the beam's verdict stands). A narrow beam can prune "
         "every safe future of an action; the check keeps such actions in the target.",
     )
+    hidden: dict[str, tuple[int | str, int | str]] = Field(
+        default_factory=dict,
+        description="Teacher: data variables of the game YAML whose values the screen does "
+        "not show (a frame counter that says on which frame of a step something moves), "
+        "each with its lowest and highest value: a number, or the name of a data variable "
+        "that holds it, as {scroll_timer: [1, scroll_period]}. A move counts as safe only if "
+        "it is safe with every combination of their values, so two states that look the same "
+        "are never taught different safe moves (where no move is safe in every combination, "
+        "the state's own label stands). Each combination costs a search: the checks share "
+        "one more verify_budget.",
+    )
     beta_start: float = Field(
         1.0,
         ge=0,
@@ -174,6 +185,7 @@ class DistillSettings(_Section):
             temperature=self.temperature,
             verify_budget=self.verify_budget,
             search=self.search,
+            hidden=tuple((name, low, high) for name, (low, high) in self.hidden.items()),
         )
 
     @model_validator(mode="after")

@@ -320,6 +320,7 @@ class Experiment(ABC, Generic[ConfigT]):
     def _build_parts(self, checkpoint: Checkpoint | None) -> None:
         config = self.config
         device = self.context.device
+        self._game_identity = self._check_game_settings()  # before any env is made of them
         wrapper = self._training_env_wrapper()
         env = (self._env_factory or (lambda: make_multi_env(config, env_wrapper=wrapper)))()
         self.env = env
@@ -348,7 +349,6 @@ class Experiment(ABC, Generic[ConfigT]):
             log=self._message,
             on_give_up=self.context.request_stop,
         )
-        self._game_identity = self._check_game_settings()
         self.context.demonstrations = self._load_demonstrations()
         self._build_algorithm(env, shape, env.observation_space.dtype)
         self.actor.clock = self.elapsed_time

@@ -146,8 +146,13 @@ class GameSession:
             var = data[name]
             low, high = value_range(var.type, var.size)
             # Never 0: a zero seed stalls the usual xorshift/LFSR generators.
-            value = int(rng.integers(max(low, 1), high, endpoint=True))
-            self.machine.write(var.address, encode_value(var.type, value, var.size))
+            self.write_value(name, int(rng.integers(max(low, 1), high, endpoint=True)))
+
+    def write_value(self, name: str, value: int) -> None:
+        """Write `value` into the data variable `name`, encoded as the YAML declares it.
+        `values` still holds what the last step or reset read."""
+        var = self.game.spec.data[name]
+        self.machine.write(var.address, encode_value(var.type, value, var.size))
 
     def reset_to_state(self, state: bytes) -> None:
         """Start an episode from a saved machine state (a restart point)."""

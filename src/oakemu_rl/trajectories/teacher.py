@@ -27,14 +27,23 @@ leaves: how many of the actions one step after it still have such a future. A st
 that imitates it keeps away from the tight spots where only one move survives, so it
 meets fewer states where a single wrong move loses a life.
 
+A game may keep state that its screen never shows: a frame counter that says on which
+frame of the next step the forest scrolls, say. Two states that look the same can then
+have different safe moves, and a student taught each state's own safe set learns a
+guess. With `hidden` (data variables and their ranges), a move that is safe in the state
+but not with some other value of those variables counts as unsafe, so the label names
+only the moves that are safe whatever the screen cannot show (where there are such
+moves; where there are none the state's own label stands).
+
 Nothing here knows a game: the YAML's reward, win and loss conditions and its `lives`
-variable are all it uses. It runs beside an env's emulator (`OakEmuEnv(teacher=...)`),
-in the env worker, on a session of its own, so the env's episode is never disturbed and
-no machine state crosses a pipe.
+variable (and the `hidden` variables a user names) are all it uses. It runs beside an
+env's emulator (`OakEmuEnv(teacher=...)`), in the env worker, on a session of its own, so
+the env's episode is never disturbed and no machine state crosses a pipe.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -80,6 +89,10 @@ class TeacherSettings:
             `temperature` are not used); "margin" weights each of those actions by how
             many actions one step after it still have such a future (a second
             `verify_budget` for the count).
+        hidden: data variables the screen does not show, each as (name, lowest, highest);
+            a bound is a number or the name of a data variable holding it. A safe action
+            that is unsafe with any other combination of their values counts as unsafe
+            (one more `verify_budget` for those checks).
     """
 
     horizon: int = 12
@@ -88,6 +101,7 @@ class TeacherSettings:
     temperature: float = 1.0
     verify_budget: int = 2000
     search: Literal["beam", "safety", "margin"] = "beam"
+    hidden: tuple[tuple[str, int | str, int | str], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("width", "hold"):
@@ -107,11 +121,24 @@ class TeacherSettings:
     def cost(self, num_actions: int) -> int:
         """The most emulator steps one label can take."""
         held = num_actions * self.hold
+        hidden = self.verify_budget if self.hidden else 0
         if self.search == "safety":
-            return held + self.verify_budget
+            return held + self.verify_budget + hidden
         if self.search == "margin":
-            return held + 2 * self.verify_budget
-        return held + self.horizon * max(self.width, num_actions) * num_actions + self.verify_budget
+            return held + 2 * self.verify_budget + hidden
+        beam = self.horizon * max(self.width, num_actions) * num_actions
+        return held + beam + self.verify_budget + hidden
+
+    def check_hidden(self, game: GameDefinition) -> None:
+        """Raise ValueError unless every name in `hidden` is a data variable of `game`."""
+        data = game.spec.data
+        for name, *bounds in self.hidden:
+            for what in (name, *(b for b in bounds if isinstance(b, str))):
+                if what not in data:
+                    raise ValueError(
+                        f"{what!r} is not a data variable of {game.path}; defined: "
+                        f"{', '.join(data)}"
+                    )
 
 
 @dataclass(frozen=True)
@@ -196,6 +223,7 @@ class SearchTeacher:
         self._has_lives = "lives" in game.spec.data
         scored = set(game.spec.reward.variables) | {"lives"}
         self._situation = [name for name in game.spec.data if name not in scored]
+        self.settings.check_hidden(game)
         self.simulated_steps = 0
         """Emulator steps taken by every label so far."""
 
@@ -269,6 +297,8 @@ class SearchTeacher:
         if self.settings.search == "beam":
             lives_lost, returns, won = self._beam(root)
             self._verify(root, lives_lost, returns, won)
+            if self.settings.hidden:
+                self._unsafe_if_hidden_differs(state, lives_lost)
             returns_seen = returns + np.where(won, WIN_BONUS, 0.0)
             target = soft_target(lives_lost, returns_seen, self.settings.temperature)
         else:
@@ -280,11 +310,62 @@ class SearchTeacher:
             # Every action that keeps the fewest lives is equally good: the target is even.
             returns_seen = np.where(won, WIN_BONUS, 0.0)
             target = soft_target(lives_lost, returns_seen, self.settings.temperature)
+            if self.settings.hidden:
+                self._unsafe_if_hidden_differs(state, lives_lost)
+                target = soft_target(lives_lost, returns_seen, self.settings.temperature)
             if self.settings.search == "margin":
                 room = self._room(firsts, lives_lost)
                 if room.sum() > 0:
                     target = (room / room.sum()).astype(np.float32)
         return TeacherLabel(lives_lost, returns, won, target, self.simulated_steps - before)
+
+    def hidden_variants(self, state: bytes) -> list[bytes]:
+        """`state` with its `hidden` variables set to every other combination of values
+        in their ranges (bounds read from `state`)."""
+        self.session.reset_to_state(state)
+        values = self.session.read_values()
+        names, ranges = [], []
+        for name, low, high in self.settings.hidden:
+            first = values[low] if isinstance(low, str) else low
+            last = values[high] if isinstance(high, str) else high
+            names.append(name)
+            ranges.append(range(first, last + 1))
+        actual = tuple(values[name] for name in names)
+        variants = []
+        for combination in itertools.product(*ranges):
+            if combination == actual:
+                continue
+            self.session.reset_to_state(state)
+            for name, value in zip(names, combination, strict=True):
+                self.session.write_value(name, value)
+            variants.append(self.session.save_state())
+        return variants
+
+    def _unsafe_if_hidden_differs(self, state: bytes, lives_lost: npt.NDArray[np.int16]) -> None:
+        """Mark (in place, one life more) the safe actions that lose more lives in some
+        hidden variant of `state` where another safe action does not. A variant whose check
+        the extra `verify_budget` cuts short, or in which no safe action survives, proves
+        nothing and is skipped; where every safe action would be marked, none is."""
+        allowed = int(lives_lost.min())
+        candidates = np.flatnonzero(lives_lost == allowed)
+        end = self.simulated_steps + self.settings.verify_budget
+        failed_somewhere = np.zeros(self.num_actions, dtype=bool)
+        for variant in self.hidden_variants(state):
+            self.session.reset_to_state(variant)
+            root = _Path(variant, self._lives(), 0, 0.0, 0)
+            survives = np.zeros(self.num_actions, dtype=bool)
+            failed: dict[bytes, int] = {}
+            for action in candidates:
+                first = self._advance(root, int(action), self.settings.hold, 0)
+                path = self._depth_first(first, self.settings.horizon, allowed, failed, end)
+                survives[action] = path is not None
+            if self.simulated_steps >= end:
+                break
+            if survives[candidates].any():
+                failed_somewhere[candidates] |= ~survives[candidates]
+        if failed_somewhere[candidates].all():
+            return
+        lives_lost[failed_somewhere] = allowed + 1
 
     def _outcomes(
         self,
