@@ -15,8 +15,9 @@ benchmark's `distill.hidden`, `HIDDEN` in forest_run.py) and counts, per sector,
 the safe set changes, how often no move is safe with every value, and how often the move an
 imitating student would favour (the one the even targets of all the variants weight most)
 is unsafe in the real state. It also times each state's label with and without `hidden`
-(the teacher that names only the moves safe whatever the counters hold): the ratio is
-what the safer labels cost.
+(the teacher that names only the moves safe whatever the counters hold), and counts the
+critical states on which it narrowed the safe set: the time ratio is what the safer labels
+cost.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def main() -> None:
                 tally["critical"] += 1
                 variants = [plain.label(v).safe for v in robust.hidden_variants(state)]
                 tally["safe set changes"] += any(bool((v != real).any()) for v in variants)
+                tally["a safe move unsafe with other values"] += any(
+                    bool((real & ~v).any() and (real & v).any()) for v in variants
+                )
                 tally["no move always safe"] += not np.logical_and.reduce([real, *variants]).any()
                 favoured = int(np.argmax(sum(v / v.sum() for v in [real, *variants])))
                 tally["favoured move unsafe"] += not real[favoured]

@@ -249,7 +249,7 @@ def test_workers_label_their_envs() -> None:
 def test_hidden_variables_leave_only_the_moves_safe_whatever_they_hold() -> None:
     """forest_run's frame counters say on which frame of a step the forest scrolls and the
     player steers; the screen does not show them. With them hidden, a label keeps only the
-    moves that are safe with every value they could hold."""
+    moves that are safe with every value they could hold, where some move loses a life."""
     game = load_game("forest_run")
     plain = SearchTeacher(game, TeacherSettings(horizon=12, search="safety"))
     hidden = (("scroll_timer", 1, "scroll_period"), ("steer_timer", 1, 2))
@@ -257,11 +257,12 @@ def test_hidden_variables_leave_only_the_moves_safe_whatever_they_hold() -> None
     session = GameSession(game)
     session.reset(3)
     narrowed = 0
-    for _ in range(160):  # sector 1, where trees come one row a step
+    for _ in range(300):  # sectors 1 and 2, where trees come one row a step
         state = session.save_state()
         own, label = plain.label(state), robust.label(state)
         assert label.safe.any() and not (label.safe & ~own.safe).any()
         assert label.target[~label.safe].sum() == 0
+        assert label.safe.all() or not own.safe.all()  # no move is wrong: nothing checked
         if (label.safe != own.safe).any():
             narrowed += 1
             variants = robust.hidden_variants(state)
@@ -272,11 +273,10 @@ def test_hidden_variables_leave_only_the_moves_safe_whatever_they_hold() -> None
                 assert all(v[action] for v in verdicts if (v & label.safe).any())
             for action in np.flatnonzero(own.safe & ~label.safe):
                 assert any(not v[action] and (v & own.safe).any() for v in verdicts)
-            if narrowed == 2:
-                break
+            break
         step = session.step(own.best_action)
         assert step.outcome is None
-    assert narrowed == 2, "no state whose safe moves hang on the hidden counters"
+    assert narrowed == 1, "no state whose safe moves hang on the hidden counters"
     with pytest.raises(ValueError, match=r"'frame' is not a data variable of .*forest_run\.yaml"):
         SearchTeacher(game, TeacherSettings(search="safety", hidden=(("frame", 0, 3),)))
     with pytest.raises(ValueError, match="'period' is not a data variable"):

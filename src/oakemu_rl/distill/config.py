@@ -73,11 +73,11 @@ class DistillSettings(_Section):
         description="Teacher: data variables of the game YAML whose values the screen does "
         "not show (a frame counter that says on which frame of a step something moves), "
         "each with its lowest and highest value: a number, or the name of a data variable "
-        "that holds it, as {scroll_timer: [1, scroll_period]}. A move counts as safe only if "
-        "it is safe with every combination of their values, so two states that look the same "
-        "are never taught different safe moves (where no move is safe in every combination, "
-        "the state's own label stands). Each combination costs a search: the checks share "
-        "one more verify_budget.",
+        "that holds it, as {scroll_timer: [1, scroll_period]}. On a state where some move "
+        "loses a life, a move counts as safe only if it is safe with every combination of "
+        "their values, so the student is not taught a move that was safe by a count it cannot "
+        "see (where no move is safe in every combination, the state's own label stands). Each "
+        "combination costs a search: the checks share one more verify_budget.",
     )
     beta_start: float = Field(
         1.0,

@@ -30,10 +30,11 @@ meets fewer states where a single wrong move loses a life.
 A game may keep state that its screen never shows: a frame counter that says on which
 frame of the next step the forest scrolls, say. Two states that look the same can then
 have different safe moves, and a student taught each state's own safe set learns a
-guess. With `hidden` (data variables and their ranges), a move that is safe in the state
-but not with some other value of those variables counts as unsafe, so the label names
-only the moves that are safe whatever the screen cannot show (where there are such
-moves; where there are none the state's own label stands).
+guess. With `hidden` (data variables and their ranges), on a state where some move loses
+a life, a move that is safe in the state but not with some other value of those variables
+counts as unsafe, so the label names only the moves that are safe whatever the screen
+cannot show (where there are such moves; where there are none the state's own label
+stands).
 
 Nothing here knows a game: the YAML's reward, win and loss conditions and its `lives`
 variable (and the `hidden` variables a user names) are all it uses. It runs beside an
@@ -90,9 +91,10 @@ class TeacherSettings:
             many actions one step after it still have such a future (a second
             `verify_budget` for the count).
         hidden: data variables the screen does not show, each as (name, lowest, highest);
-            a bound is a number or the name of a data variable holding it. A safe action
-            that is unsafe with any other combination of their values counts as unsafe
-            (one more `verify_budget` for those checks).
+            a bound is a number or the name of a data variable holding it. On a state
+            where some action loses a life, a safe action that is unsafe with any other
+            combination of their values counts as unsafe (one more `verify_budget` for
+            those checks).
     """
 
     horizon: int = 12
@@ -342,12 +344,16 @@ class SearchTeacher:
         return variants
 
     def _unsafe_if_hidden_differs(self, state: bytes, lives_lost: npt.NDArray[np.int16]) -> None:
-        """Mark (in place, one life more) the safe actions that lose more lives in some
-        hidden variant of `state` where another safe action does not. A variant whose check
-        the extra `verify_budget` cuts short, or in which no safe action survives, proves
-        nothing and is skipped; where every safe action would be marked, none is."""
+        """On a critical state (some action loses more lives than another), mark (in place,
+        one life more) the safe actions that lose more lives in some hidden variant of
+        `state` where another safe action does not. Elsewhere no action can be wrong, so
+        nothing is checked. A variant whose check the extra `verify_budget` cuts short, or
+        in which no safe action survives, proves nothing and is skipped; where every safe
+        action would be marked, none is."""
         allowed = int(lives_lost.min())
         candidates = np.flatnonzero(lives_lost == allowed)
+        if len(candidates) == self.num_actions:
+            return
         end = self.simulated_steps + self.settings.verify_budget
         failed_somewhere = np.zeros(self.num_actions, dtype=bool)
         for variant in self.hidden_variants(state):
