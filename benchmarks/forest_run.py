@@ -45,6 +45,9 @@ Variants:
                           frame counters the screen does not show (`distill.hidden`:
                           on which frame of a step the forest scrolls and the player
                           steers), so it teaches only the moves safe whatever they hold
+    distill+safety+intervene+refit+3frames  ... with three stacked frames instead of two:
+                          in sectors 4-6 the last two steps' scrolls (2 then 1, or 1
+                          then 1) show whether the next scrolls 1 row or 2
     distill+margin+intervene  ... with the teacher that weights each safe move by the room
                           it leaves (`distill.search: margin`), so the student learns to
                           keep away from the spots where one wrong move loses a life
@@ -166,6 +169,17 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
                 "refit_every_updates": 2_000,
                 "hidden": HIDDEN,
             }
+        },
+        False,
+    ),
+    "distill+safety+intervene+refit+3frames": (
+        "distill",
+        DISTILL
+        | {
+            "env": DISTILL["env"]
+            | {"observation": DISTILL["env"]["observation"] | {"frame_stack": 3}},
+            "distill": DISTILL["distill"]
+            | {"search": "safety", "intervene": True, "refit_every_updates": 2_000},
         },
         False,
     ),
