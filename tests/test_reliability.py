@@ -244,6 +244,12 @@ def test_a_config_that_names_code_is_refused_unless_allowed(
     (planted / "config.yaml").write_text(yaml.safe_dump(data))
     assert main(["train", "--resume", str(planted), "--steps", "512"]) == 2
     assert "--allow-code" in capsys.readouterr().err and not evil_module.exists()
+    # Only the flag as spelled allows it: argparse would take an abbreviation.
+    for short in ("--allow", "--all"):
+        with pytest.raises(SystemExit):
+            main(["train", "--config", str(path), short, "--run-dir", str(tmp_path / "r4")])
+        assert f"unrecognized arguments: {short}" in capsys.readouterr().err
+    assert not evil_module.exists() and not (tmp_path / "r4").exists()
     # In Python, too, unless the caller allows it.
     with pytest.raises(CodeNotAllowedError):
         experiment(EXPERIMENTS["dqn"].config_type.from_dict(data), tmp_path / "r2")

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from .. import __version__
 from . import (
@@ -30,8 +31,16 @@ from . import (
 from .errors import USER_ERRORS
 
 
+class _ExactFlagsParser(argparse.ArgumentParser):
+    """Takes flags only as spelled: argparse would read `--all` or `--allow` as
+    `--allow-code`, or a new flag's abbreviation as an old one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs, allow_abbrev=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _ExactFlagsParser(
         prog="oakemu-rl", description="Deep reinforcement learning on ZX Spectrum games."
     )
     parser.add_argument("--version", action="version", version=f"oakemu-rl {__version__}")
