@@ -36,7 +36,8 @@ class _ExactFlagsParser(argparse.ArgumentParser):
     `--allow-code`, or a new flag's abbreviation as an old one."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs, allow_abbrev=False)
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
