@@ -56,6 +56,9 @@ Variants:
                           half: its value head trained alone for the first 50,000 steps
                           (`init_anchor.value_warmup_steps`), the anchor to the student
                           falling over the next 500,000
+    distill+ppo+episodic  ... with a lost life as the end of bootstrapping (`episodic_life`),
+                          so PPO no longer trades lives for sectors (in the same --out
+                          directory it starts from the same distilled student)
 """
 
 from __future__ import annotations
@@ -201,7 +204,17 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         False,
     ),
 }
-INIT_FROM = {"distill+ppo": "distill+safety+intervene+refit"}
+# PPO from the student learned to ride on through crashes (a sector pays 22, a life costs
+# 10): with a lost life as the end of bootstrapping, losing one forfeits every later reward.
+VARIANTS["distill+ppo+episodic"] = (
+    "ppo",
+    VARIANTS["distill+ppo"][1] | {"episodic_life": True},
+    False,
+)
+INIT_FROM = {
+    "distill+ppo": "distill+safety+intervene+refit",
+    "distill+ppo+episodic": "distill+safety+intervene+refit",
+}
 """Variants that start from another variant's run (trained for half the budget first)."""
 
 
