@@ -109,6 +109,12 @@ def test_evaluate_takes_the_best_checkpoint_unless_told_last(
     assert found["step"] == max(rows, key=lambda row: row["mean_return"])["step"]
     assert main(["evaluate", rows[2]["checkpoint"], *seeded]) == 0
     assert json.loads(capsys.readouterr().out) == rows[2] | {"video": None}
+    # A checkpoint that fails its checksums is left out, with a message.
+    (Path(rows[1]["checkpoint"]) / "model.pt").write_bytes(b"corrupt")
+    assert main(["evaluate", str(run_dir), "--all", *seeded]) == 0
+    captured = capsys.readouterr()
+    assert [row["step"] for row in json.loads(captured.out)["checkpoints"]] == [512, 1536, 2048]
+    assert "skipping checkpoint" in captured.err
     assert main(["evaluate", str(run_dir), "--all", "--last"]) == 2
     assert "takes neither --last nor --video" in capsys.readouterr().err
     assert main(["evaluate", rows[0]["checkpoint"], "--all"]) == 2

@@ -195,21 +195,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _kept_checkpoints(target: Path) -> list[Checkpoint]:
-    """Every valid checkpoint of a run directory, oldest first."""
+    """Every checkpoint of a run directory that passes its checksums, oldest first."""
     from ..experiments import RunError
-    from ..runtime.checkpoints import CheckpointError, CheckpointManager
+    from ..runtime.checkpoints import CheckpointManager
 
     if not (target / "checkpoints").is_dir():
         raise RunError(f"{target}: --all takes a run directory (one with checkpoints/)")
-    manager = CheckpointManager(target / "checkpoints")
-    checkpoints = []
-    for checkpoint in manager.list():
-        try:
-            checkpoint.verify()
-        except CheckpointError as exc:
-            print(f"skipping checkpoint: {exc}", file=sys.stderr)
-            continue
-        checkpoints.append(checkpoint)
+    manager = CheckpointManager(target / "checkpoints", warn=lambda m: print(m, file=sys.stderr))
+    checkpoints = manager.list(verify=True)
     if not checkpoints:
         raise RunError(f"{target}: no valid checkpoint found")
     return checkpoints
