@@ -118,6 +118,17 @@ DISTILL: dict[str, Any] = {
     # A labelled step is slow (about 5 a second on 2 cores): evaluate by steps accordingly.
     "tester": {"every_steps": 2_000, "episodes": 10},
 }
+# The safety teacher, its interventions and a student refitted on the side: the base of the
+# refit variants.
+REFIT = DISTILL["distill"] | {"search": "safety", "intervene": True, "refit_every_updates": 2_000}
+# Fine-tuning, not learning from scratch: a smaller step and entropy bonus than PPO's
+# defaults, the critic trained first (the student's value head never learned) and the
+# anchor to the student falling over about a third of the hour's PPO steps.
+DISTILL_PPO: dict[str, Any] = {
+    "env": DISTILL["env"],
+    "ppo": {"learning_rate": 2.5e-4, "ent_coef": 0.001},
+    "init_anchor": {"coef": 1.0, "value_warmup_steps": 50_000, "decay_steps": 500_000},
+}
 VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "dqn": ("dqn", {}, False),
     "dqn+restarts": ("dqn", RESTARTS, False),
@@ -152,27 +163,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         },
         False,
     ),
-    "distill+safety+intervene+refit": (
-        "distill",
-        DISTILL
-        | {
-            "distill": DISTILL["distill"]
-            | {"search": "safety", "intervene": True, "refit_every_updates": 2_000}
-        },
-        False,
-    ),
+    "distill+safety+intervene+refit": ("distill", DISTILL | {"distill": REFIT}, False),
     "distill+safety+intervene+refit+hidden": (
         "distill",
-        DISTILL
-        | {
-            "distill": DISTILL["distill"]
-            | {
-                "search": "safety",
-                "intervene": True,
-                "refit_every_updates": 2_000,
-                "hidden": HIDDEN,
-            }
-        },
+        DISTILL | {"distill": REFIT | {"hidden": HIDDEN}},
         False,
     ),
     "distill+safety+intervene+refit+3frames": (
@@ -181,8 +175,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         | {
             "env": DISTILL["env"]
             | {"observation": DISTILL["env"]["observation"] | {"frame_stack": 3}},
-            "distill": DISTILL["distill"]
-            | {"search": "safety", "intervene": True, "refit_every_updates": 2_000},
+            "distill": REFIT,
         },
         False,
     ),
@@ -191,26 +184,12 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         DISTILL | {"distill": DISTILL["distill"] | {"search": "margin", "intervene": True}},
         False,
     ),
-    # Fine-tuning, not learning from scratch: a smaller step and entropy bonus than PPO's
-    # defaults, the critic trained first (the student's value head never learned) and the
-    # anchor to the student falling over about a third of the hour's PPO steps.
-    "distill+ppo": (
-        "ppo",
-        {
-            "env": DISTILL["env"],
-            "ppo": {"learning_rate": 2.5e-4, "ent_coef": 0.001},
-            "init_anchor": {"coef": 1.0, "value_warmup_steps": 50_000, "decay_steps": 500_000},
-        },
-        False,
-    ),
+    "distill+ppo": ("ppo", DISTILL_PPO, False),
+    # PPO from the student learned to ride on through crashes (a sector pays 22, a life
+    # costs 10): with a lost life as the end of bootstrapping, losing one forfeits every
+    # later reward.
+    "distill+ppo+episodic": ("ppo", DISTILL_PPO | {"episodic_life": True}, False),
 }
-# PPO from the student learned to ride on through crashes (a sector pays 22, a life costs
-# 10): with a lost life as the end of bootstrapping, losing one forfeits every later reward.
-VARIANTS["distill+ppo+episodic"] = (
-    "ppo",
-    VARIANTS["distill+ppo"][1] | {"episodic_life": True},
-    False,
-)
 INIT_FROM = {
     "distill+ppo": "distill+safety+intervene+refit",
     "distill+ppo+episodic": "distill+safety+intervene+refit",
