@@ -19,7 +19,7 @@ from ..distill.dataset import DistillDataset
 from ..distill.learner import DistillLearner
 from ..distill.schedule import BetaSchedule
 from ..distill.state_adapter import DistillStateAdapter
-from ..games.loader import load_game
+from ..games.loader import GameDefinition
 from ..ppo.model import PPOModel
 from ..ppo.tester import PPOTester
 from ..runtime.config_base import ConfigError
@@ -54,14 +54,11 @@ class DistillExperiment(
     def _optimizer_settings(self) -> tuple[float, float]:
         return self.config.distill.learning_rate, self.config.distill.adam_eps
 
-    def _check_game_settings(self) -> tuple[str, str, str] | None:
-        identity = super()._check_game_settings()
-        if self.config.distill.hidden and not self.config.game.startswith("gym:"):
-            try:
-                self.config.distill.teacher_settings().check_hidden(load_game(self.config.game))
-            except ValueError as exc:
-                raise ConfigError(f"distill.hidden: {exc}") from None
-        return identity
+    def _check_algorithm_game_settings(self, game: GameDefinition) -> None:
+        try:
+            self.config.distill.teacher_settings().check_hidden(game)
+        except ValueError as exc:
+            raise ConfigError(f"distill.hidden: {exc}") from None
 
     def _training_env_wrapper(self) -> LabelWithTeacher:
         return LabelWithTeacher(self.config.distill.teacher_settings())

@@ -38,7 +38,7 @@ from torch import nn
 from ..envs.lives import win_rate_text
 from ..envs.multi_env import MultiEnvError
 from ..envs.observation_choice import ObservationChoice, auto_choice
-from ..games.loader import load_game
+from ..games.loader import GameDefinition, load_game
 from ..runtime.actor import ActorBase
 from ..runtime.checkpoints import Checkpoint, CheckpointError, CheckpointFile, CheckpointManager
 from ..runtime.config_base import ConfigError, ExperimentConfiguration, InitAnchorSettings
@@ -448,7 +448,12 @@ class Experiment(ABC, Generic[ConfigT]):
                 f"episodic_life: {game.path} has no data variable 'lives' to lose; define one "
                 "in the game YAML or set episodic_life: false"
             )
+        self._check_algorithm_game_settings(game)
         return game.name, game_file_label(game), game_sha256(game.path)
+
+    def _check_algorithm_game_settings(self, game: GameDefinition) -> None:
+        """Check the algorithm's own settings that name variables of `game` (an OakEmu
+        game; raise ConfigError)."""
 
     def _write_trajectories(self) -> None:
         """The run's kept episodes (wins and best) as trajectory files in trajectories/."""

@@ -309,12 +309,11 @@ class SearchTeacher:
                 for action in range(self.num_actions)
             ]
             lives_lost, returns, won = self._safe_paths(firsts)
+            if self.settings.hidden:
+                self._unsafe_if_hidden_differs(state, lives_lost)
             # Every action that keeps the fewest lives is equally good: the target is even.
             returns_seen = np.where(won, WIN_BONUS, 0.0)
             target = soft_target(lives_lost, returns_seen, self.settings.temperature)
-            if self.settings.hidden:
-                self._unsafe_if_hidden_differs(state, lives_lost)
-                target = soft_target(lives_lost, returns_seen, self.settings.temperature)
             if self.settings.search == "margin":
                 room = self._room(firsts, lives_lost)
                 if room.sum() > 0:
