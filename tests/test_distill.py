@@ -250,6 +250,10 @@ def test_hidden_variables_must_be_the_games(
     error = capsys.readouterr().err
     assert "distill.hidden: 'frames' is not a data variable of" in error and "catch.yaml" in error
     assert not run_dir.exists()
+    config.write_text("algo: distill\ngame: catch\ndistill: {hidden: {ball_x: [30, 0]}}\n")
+    assert main(["train", "--config", str(config), "--run-dir", str(run_dir), "--quiet"]) == 2
+    assert "distill.hidden: 'ball_x': range [30, 0] is empty" in capsys.readouterr().err
+    assert not run_dir.exists()
 
 
 # -- a real run ---------------------------------------------------------------------------

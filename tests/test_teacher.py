@@ -265,7 +265,7 @@ def test_hidden_variables_leave_only_the_moves_safe_whatever_they_hold() -> None
         assert label.safe.all() or not own.safe.all()  # no move is wrong: nothing checked
         if (label.safe != own.safe).any():
             narrowed += 1
-            variants = robust.hidden_variants(state)
+            variants = list(robust.hidden_variants(state))
             period = session.values["scroll_period"]
             assert len(variants) == period * 2 - 1  # every other combination
             verdicts = [plain.label(v).safe for v in variants]
@@ -281,3 +281,27 @@ def test_hidden_variables_leave_only_the_moves_safe_whatever_they_hold() -> None
         SearchTeacher(game, TeacherSettings(search="safety", hidden=(("frame", 0, 3),)))
     with pytest.raises(ValueError, match="'period' is not a data variable"):
         SearchTeacher(game, TeacherSettings(hidden=(("steer_timer", 1, "period"),)))
+
+
+def test_hidden_ranges_that_are_empty_or_too_many_are_refused() -> None:
+    """A range given in numbers is checked when the teacher is made; one bounded by a
+    variable, when a state is read: empty, or more combinations than a label can check."""
+    game = load_game("forest_run")
+    with pytest.raises(ValueError, match=r"'steer_timer': range \[2, 1\] is empty"):
+        SearchTeacher(game, TeacherSettings(hidden=(("steer_timer", 2, 1),)))
+    wide = (("scroll_timer", 0, 255), ("steer_timer", 0, 255))
+    with pytest.raises(ValueError, match="65536 combinations; at most 1024"):
+        SearchTeacher(game, TeacherSettings(hidden=wide))
+    session = GameSession(game)
+    session.reset(3)
+    state = session.save_state()
+    assert session.values["scroll_period"] == 4
+    empty = SearchTeacher(game, TeacherSettings(hidden=(("steer_timer", "scroll_period", 1),)))
+    with pytest.raises(ValueError, match=r"reads as \[4, 1\] in this state, which is empty"):
+        next(empty.hidden_variants(state))
+    wide = (("scroll_timer", 0, 255), ("steer_timer", 0, "scroll_period"))
+    many = SearchTeacher(game, TeacherSettings(hidden=wide))
+    with pytest.raises(ValueError, match="1280 combinations in this state"):
+        next(many.hidden_variants(state))
+    fine = SearchTeacher(game, TeacherSettings(hidden=(("steer_timer", 1, "scroll_period"),)))
+    assert len(list(fine.hidden_variants(state))) == 3  # 1..4, less the value it holds

@@ -45,7 +45,9 @@ the env's episode is never disturbed and no machine state crosses a pipe.
 from __future__ import annotations
 
 import itertools
+import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -57,6 +59,7 @@ from ..games.session import GameSession
 from .held_action import hold_action
 
 __all__ = [
+    "MAX_HIDDEN_COMBINATIONS",
     "LabelWithTeacher",
     "SearchTeacher",
     "TeacherLabel",
@@ -67,6 +70,10 @@ __all__ = [
 
 WIN_BONUS = 1e6
 """Added to a path's rank key when it wins: a win outranks any return."""
+
+MAX_HIDDEN_COMBINATIONS = 1024
+"""The most combinations of `hidden` values a label checks: each is a search, and more
+would not fit one `verify_budget` anyway."""
 
 
 @dataclass(frozen=True)
@@ -132,8 +139,12 @@ class TeacherSettings:
         return held + beam + self.verify_budget + hidden
 
     def check_hidden(self, game: GameDefinition) -> None:
-        """Raise ValueError unless every name in `hidden` is a data variable of `game`."""
+        """Raise ValueError unless every name in `hidden` is a data variable of `game`, and
+        the ranges given as numbers are not empty and do not give more than
+        `MAX_HIDDEN_COMBINATIONS` combinations (a range bounded by a variable is checked
+        when it is read)."""
         data = game.spec.data
+        fixed = 1
         for name, *bounds in self.hidden:
             for what in (name, *(b for b in bounds if isinstance(b, str))):
                 if what not in data:
@@ -141,6 +152,16 @@ class TeacherSettings:
                         f"{what!r} is not a data variable of {game.path}; defined: "
                         f"{', '.join(data)}"
                     )
+            low, high = bounds
+            if isinstance(low, int) and isinstance(high, int):
+                if low > high:
+                    raise ValueError(f"{name!r}: range [{low}, {high}] is empty")
+                fixed *= high - low + 1
+        if fixed > MAX_HIDDEN_COMBINATIONS:
+            raise ValueError(
+                f"the ranges give {fixed} combinations; at most {MAX_HIDDEN_COMBINATIONS} "
+                "are checked: narrow them"
+            )
 
 
 @dataclass(frozen=True)
@@ -320,27 +341,39 @@ class SearchTeacher:
                     target = (room / room.sum()).astype(np.float32)
         return TeacherLabel(lives_lost, returns, won, target, self.simulated_steps - before)
 
-    def hidden_variants(self, state: bytes) -> list[bytes]:
+    def hidden_variants(self, state: bytes) -> Iterator[bytes]:
         """`state` with its `hidden` variables set to every other combination of values
-        in their ranges (bounds read from `state`)."""
+        in their ranges (bounds read from `state`), made one at a time as they are asked
+        for. ValueError if a range read from `state` is empty or the combinations number
+        more than `MAX_HIDDEN_COMBINATIONS`."""
         self.session.reset_to_state(state)
         values = self.session.read_values()
         names, ranges = [], []
         for name, low, high in self.settings.hidden:
             first = values[low] if isinstance(low, str) else low
             last = values[high] if isinstance(high, str) else high
+            if first > last:
+                raise ValueError(
+                    f"hidden variable {name!r}: its range [{low}, {high}] reads as "
+                    f"[{first}, {last}] in this state, which is empty"
+                )
             names.append(name)
             ranges.append(range(first, last + 1))
+        combinations = math.prod(len(r) for r in ranges)
+        if combinations > MAX_HIDDEN_COMBINATIONS:
+            read = ", ".join(f"{n} in [{r.start}, {r.stop - 1}]" for n, r in zip(names, ranges))
+            raise ValueError(
+                f"hidden variables give {combinations} combinations in this state ({read}); "
+                f"at most {MAX_HIDDEN_COMBINATIONS} are checked: narrow the ranges"
+            )
         actual = tuple(values[name] for name in names)
-        variants = []
         for combination in itertools.product(*ranges):
             if combination == actual:
                 continue
             self.session.reset_to_state(state)
             for name, value in zip(names, combination, strict=True):
                 self.session.write_value(name, value)
-            variants.append(self.session.save_state())
-        return variants
+            yield self.session.save_state()
 
     def _unsafe_if_hidden_differs(self, state: bytes, lives_lost: npt.NDArray[np.int16]) -> None:
         """On a critical state (some action loses more lives than another), mark (in place,
