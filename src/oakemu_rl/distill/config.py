@@ -77,7 +77,8 @@ class DistillSettings(_Section):
         "loses a life, a move counts as safe only if it is safe with every combination of "
         "their values, so the student is not taught a move that was safe by a count it cannot "
         "see (where no move is safe in every combination, the state's own label stands). Each "
-        "combination costs a search: the checks share one more verify_budget.",
+        "combination costs a search: the checks share one more verify_budget. At most 1,024 "
+        "combinations; an empty range or more is refused.",
     )
     beta_start: float = Field(
         1.0,

@@ -361,7 +361,9 @@ class SearchTeacher:
             ranges.append(range(first, last + 1))
         combinations = math.prod(len(r) for r in ranges)
         if combinations > MAX_HIDDEN_COMBINATIONS:
-            read = ", ".join(f"{n} in [{r.start}, {r.stop - 1}]" for n, r in zip(names, ranges))
+            read = ", ".join(
+                f"{n} in [{r.start}, {r.stop - 1}]" for n, r in zip(names, ranges, strict=True)
+            )
             raise ValueError(
                 f"hidden variables give {combinations} combinations in this state ({read}); "
                 f"at most {MAX_HIDDEN_COMBINATIONS} are checked: narrow the ranges"
