@@ -254,6 +254,13 @@ def test_hidden_variables_must_be_the_games(
     assert main(["train", "--config", str(config), "--run-dir", str(run_dir), "--quiet"]) == 2
     assert "distill.hidden: 'ball_x': range [30, 0] is empty" in capsys.readouterr().err
     assert not run_dir.exists()
+    config.write_text(
+        "algo: distill\ngame: forest_run\ndistill: {hidden: {steer_timer: [scroll_period, 1]}}\n"
+    )
+    assert main(["train", "--config", str(config), "--run-dir", str(run_dir), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert "'steer_timer': range [scroll_period, 1] reads as [4, 1] at the start" in error
+    assert not run_dir.exists()
 
 
 # -- a real run ---------------------------------------------------------------------------

@@ -284,24 +284,29 @@ def test_hidden_variables_leave_only_the_moves_safe_whatever_they_hold() -> None
 
 
 def test_hidden_ranges_that_are_empty_or_too_many_are_refused() -> None:
-    """A range given in numbers is checked when the teacher is made; one bounded by a
-    variable, when a state is read: empty, or more combinations than a label can check."""
+    """Ranges are checked when the teacher is made (bounds that name a variable read at
+    the game's start) and again whenever a label reads them: empty, or more combinations
+    than a label can check."""
     game = load_game("forest_run")
     with pytest.raises(ValueError, match=r"'steer_timer': range \[2, 1\] is empty"):
         SearchTeacher(game, TeacherSettings(hidden=(("steer_timer", 2, 1),)))
     wide = (("scroll_timer", 0, 255), ("steer_timer", 0, 255))
-    with pytest.raises(ValueError, match="65536 combinations; at most 1024"):
+    with pytest.raises(ValueError, match=r"65536 combinations at the start .*; at most 1024"):
         SearchTeacher(game, TeacherSettings(hidden=wide))
+    reversed_ = (("steer_timer", "scroll_period", 1),)  # scroll_period is 4 at the start
+    with pytest.raises(ValueError, match=r"reads as \[4, 1\] at the start and is empty"):
+        SearchTeacher(game, TeacherSettings(hidden=reversed_))
     session = GameSession(game)
     session.reset(3)
-    state = session.save_state()
     assert session.values["scroll_period"] == 4
-    empty = SearchTeacher(game, TeacherSettings(hidden=(("steer_timer", "scroll_period", 1),)))
-    with pytest.raises(ValueError, match=r"reads as \[4, 1\] in this state, which is empty"):
+    session.write_value("scroll_period", 8)  # as if in a later sector
+    state = session.save_state()
+    empty = SearchTeacher(game, TeacherSettings(hidden=(("steer_timer", "scroll_period", 5),)))
+    with pytest.raises(ValueError, match=r"reads as \[8, 5\] in this state and is empty"):
         next(empty.hidden_variants(state))
-    wide = (("scroll_timer", 0, 255), ("steer_timer", 0, "scroll_period"))
+    wide = (("scroll_timer", 0, 200), ("steer_timer", 1, "scroll_period"))  # 804 at the start
     many = SearchTeacher(game, TeacherSettings(hidden=wide))
-    with pytest.raises(ValueError, match="1280 combinations in this state"):
+    with pytest.raises(ValueError, match="1608 combinations in this state"):
         next(many.hidden_variants(state))
     fine = SearchTeacher(game, TeacherSettings(hidden=(("steer_timer", 1, "scroll_period"),)))
-    assert len(list(fine.hidden_variants(state))) == 3  # 1..4, less the value it holds
+    assert len(list(fine.hidden_variants(state))) == 7  # 1..8, less the value it holds

@@ -47,7 +47,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -139,12 +139,11 @@ class TeacherSettings:
         return held + beam + self.verify_budget + hidden
 
     def check_hidden(self, game: GameDefinition) -> None:
-        """Raise ValueError unless every name in `hidden` is a data variable of `game`, and
-        the ranges given as numbers are not empty and do not give more than
-        `MAX_HIDDEN_COMBINATIONS` combinations (a range bounded by a variable is checked
-        when it is read)."""
+        """Raise ValueError unless every name in `hidden` is a data variable of `game` and
+        the ranges, with bounds read from the game's start state where they are variables,
+        are not empty and give at most `MAX_HIDDEN_COMBINATIONS` combinations (a range
+        bounded by a variable is checked again whenever a label reads it)."""
         data = game.spec.data
-        fixed = 1
         for name, *bounds in self.hidden:
             for what in (name, *(b for b in bounds if isinstance(b, str))):
                 if what not in data:
@@ -152,16 +151,38 @@ class TeacherSettings:
                         f"{what!r} is not a data variable of {game.path}; defined: "
                         f"{', '.join(data)}"
                     )
-            low, high = bounds
-            if isinstance(low, int) and isinstance(high, int):
-                if low > high:
-                    raise ValueError(f"{name!r}: range [{low}, {high}] is empty")
-                fixed *= high - low + 1
-        if fixed > MAX_HIDDEN_COMBINATIONS:
-            raise ValueError(
-                f"the ranges give {fixed} combinations; at most {MAX_HIDDEN_COMBINATIONS} "
-                "are checked: narrow them"
+        values: dict[str, int] = {}
+        if any(isinstance(bound, str) for _, *bounds in self.hidden for bound in bounds):
+            session = GameSession(game)
+            session.reset(0)
+            values = session.read_values()
+        hidden_ranges(self.hidden, values, "at the start")
+
+
+def hidden_ranges(
+    hidden: tuple[tuple[str, int | str, int | str], ...], values: Mapping[str, int], where: str
+) -> dict[str, range]:
+    """Each `hidden` variable's range of values, bounds that name a variable read from
+    `values` (`where` says in which state, for the error). ValueError if a range is empty
+    or the combinations number more than `MAX_HIDDEN_COMBINATIONS`."""
+    ranges = {}
+    for name, low, high in hidden:
+        first = values[low] if isinstance(low, str) else low
+        last = values[high] if isinstance(high, str) else high
+        if first > last:
+            read = (
+                "" if (first, last) == (low, high) else f" reads as [{first}, {last}] {where} and"
             )
+            raise ValueError(f"{name!r}: range [{low}, {high}]{read} is empty")
+        ranges[name] = range(first, last + 1)
+    combinations = math.prod(len(r) for r in ranges.values())
+    if combinations > MAX_HIDDEN_COMBINATIONS:
+        read = ", ".join(f"{n} in [{r.start}, {r.stop - 1}]" for n, r in ranges.items())
+        raise ValueError(
+            f"the ranges give {combinations} combinations {where} ({read}); at most "
+            f"{MAX_HIDDEN_COMBINATIONS} are checked: narrow them"
+        )
+    return ranges
 
 
 @dataclass(frozen=True)
@@ -344,32 +365,13 @@ class SearchTeacher:
     def hidden_variants(self, state: bytes) -> Iterator[bytes]:
         """`state` with its `hidden` variables set to every other combination of values
         in their ranges (bounds read from `state`), made one at a time as they are asked
-        for. ValueError if a range read from `state` is empty or the combinations number
-        more than `MAX_HIDDEN_COMBINATIONS`."""
+        for. ValueError as `hidden_ranges` says."""
         self.session.reset_to_state(state)
         values = self.session.read_values()
-        names, ranges = [], []
-        for name, low, high in self.settings.hidden:
-            first = values[low] if isinstance(low, str) else low
-            last = values[high] if isinstance(high, str) else high
-            if first > last:
-                raise ValueError(
-                    f"hidden variable {name!r}: its range [{low}, {high}] reads as "
-                    f"[{first}, {last}] in this state, which is empty"
-                )
-            names.append(name)
-            ranges.append(range(first, last + 1))
-        combinations = math.prod(len(r) for r in ranges)
-        if combinations > MAX_HIDDEN_COMBINATIONS:
-            read = ", ".join(
-                f"{n} in [{r.start}, {r.stop - 1}]" for n, r in zip(names, ranges, strict=True)
-            )
-            raise ValueError(
-                f"hidden variables give {combinations} combinations in this state ({read}); "
-                f"at most {MAX_HIDDEN_COMBINATIONS} are checked: narrow the ranges"
-            )
+        ranges = hidden_ranges(self.settings.hidden, values, "in this state")
+        names = list(ranges)
         actual = tuple(values[name] for name in names)
-        for combination in itertools.product(*ranges):
+        for combination in itertools.product(*ranges.values()):
             if combination == actual:
                 continue
             self.session.reset_to_state(state)
