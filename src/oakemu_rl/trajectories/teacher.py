@@ -138,11 +138,12 @@ class TeacherSettings:
         beam = self.horizon * max(self.width, num_actions) * num_actions
         return held + beam + self.verify_budget + hidden
 
-    def check_hidden(self, game: GameDefinition) -> None:
+    def check_hidden(self, game: GameDefinition, session: GameSession | None = None) -> None:
         """Raise ValueError unless every name in `hidden` is a data variable of `game` and
         the ranges, with bounds read from the game's start state where they are variables,
         are not empty and give at most `MAX_HIDDEN_COMBINATIONS` combinations (a range
-        bounded by a variable is checked again whenever a label reads it)."""
+        bounded by a variable is checked again whenever a label reads it). The start state
+        is reached on `session` when given (a session of `game`), else on one of its own."""
         data = game.spec.data
         for name, *bounds in self.hidden:
             for what in (name, *(b for b in bounds if isinstance(b, str))):
@@ -153,13 +154,13 @@ class TeacherSettings:
                     )
         values: dict[str, int] = {}
         if any(isinstance(bound, str) for _, *bounds in self.hidden for bound in bounds):
-            session = GameSession(game)
+            session = session or GameSession(game)
             session.reset(0)
             values = session.read_values()
-        hidden_ranges(self.hidden, values, "at the start")
+        _hidden_ranges(self.hidden, values, "at the start")
 
 
-def hidden_ranges(
+def _hidden_ranges(
     hidden: tuple[tuple[str, int | str, int | str], ...], values: Mapping[str, int], where: str
 ) -> dict[str, range]:
     """Each `hidden` variable's range of values, bounds that name a variable read from
@@ -267,7 +268,7 @@ class SearchTeacher:
         self._has_lives = "lives" in game.spec.data
         scored = set(game.spec.reward.variables) | {"lives"}
         self._situation = [name for name in game.spec.data if name not in scored]
-        self.settings.check_hidden(game)
+        self.settings.check_hidden(game, self.session)
         self.simulated_steps = 0
         """Emulator steps taken by every label so far."""
 
@@ -365,10 +366,10 @@ class SearchTeacher:
     def hidden_variants(self, state: bytes) -> Iterator[bytes]:
         """`state` with its `hidden` variables set to every other combination of values
         in their ranges (bounds read from `state`), made one at a time as they are asked
-        for. ValueError as `hidden_ranges` says."""
+        for. ValueError as `_hidden_ranges` says."""
         self.session.reset_to_state(state)
         values = self.session.read_values()
-        ranges = hidden_ranges(self.settings.hidden, values, "in this state")
+        ranges = _hidden_ranges(self.settings.hidden, values, "in this state")
         names = list(ranges)
         actual = tuple(values[name] for name in names)
         for combination in itertools.product(*ranges.values()):
