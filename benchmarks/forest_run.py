@@ -48,6 +48,10 @@ Variants:
     distill+safety+intervene+refit+3frames  ... with three stacked frames instead of two:
                           in sectors 4-6 the last two steps' scrolls (2 then 1, or 1
                           then 1) show whether the next scrolls 1 row or 2
+    distill+safety+intervene+refit+late  ... with half the episodes restarted from
+                          states saved along earlier ones, the later sectors drawn most
+                          (a restart pool by progress), so the fast last sectors, short
+                          in steps, are not thin in the dataset
     distill+margin+intervene  ... with the teacher that weights each safe move by the room
                           it leaves (`distill.search: margin`), so the student learns to
                           keep away from the spots where one wrong move loses a life
@@ -121,6 +125,20 @@ DISTILL: dict[str, Any] = {
 # The safety teacher, its interventions and a student refitted on the side: the base of the
 # refit variants.
 REFIT = DISTILL["distill"] | {"search": "safety", "intervene": True, "refit_every_updates": 2_000}
+# Half the episodes restart from a state saved along an earlier one, drawn by rank of its
+# sector (the pool keeps the latest sectors): the fast last sectors, where the refit
+# variant's students still err (long-games.md, ninth run), are short in steps and so
+# thin in a dataset of whole games.
+LATE_RESTARTS: dict[str, Any] = {
+    "restart_pool": {
+        "enabled": True,
+        "priority": "progress",
+        "progress_variable": "sector",
+        "capacity": 1024,
+        "save_every_steps": 25,
+        "restart_probability": 0.5,
+    }
+}
 # Fine-tuning, not learning from scratch: a smaller step and entropy bonus than PPO's
 # defaults, the critic trained first (the student's value head never learned) and the
 # anchor to the student falling over about a third of the hour's PPO steps.
@@ -177,6 +195,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
             | {"observation": DISTILL["env"]["observation"] | {"frame_stack": 3}},
             "distill": REFIT,
         },
+        False,
+    ),
+    "distill+safety+intervene+refit+late": (
+        "distill",
+        DISTILL | {"distill": REFIT} | LATE_RESTARTS,
         False,
     ),
     "distill+margin+intervene": (
