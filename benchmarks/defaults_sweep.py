@@ -1,11 +1,12 @@
 """Choose the defaults for games without a preset by a sweep on the training set.
 
-    python benchmarks/defaults_sweep.py [--steps 60000] [--seeds 0] [--episodes 30]
+    python benchmarks/defaults_sweep.py [--steps 60000 | --minutes 30] [--seeds 0] [--episodes 30]
                                         [--only dqn/auto ...] [--games forest_run]
                                         [--out DIR]
 
 Every candidate configuration trains on each training-set game (`catch`, `forest_run`,
-given by their YAML paths, so their presets do not apply) for the same env steps, and
+given by their YAML paths, so their presets do not apply) for the same env steps (or,
+with `--minutes`, the same wall clock: distill's candidates take only that), and
 its best checkpoint plays greedy episodes (`training_runs.py`). Games differ in scale,
 so each game's returns are normalised: 0 is random play, 1 is the best candidate of
 the same algorithm on that game. The candidate of each algorithm with the highest mean
@@ -95,6 +96,14 @@ CANDIDATES: dict[str, dict[str, Any]] = {
         },
         "reward_shaping": [{"type": "normalize"}],
     },
+    # Distill's teacher with its temperature in reward units (the default) or as a share of
+    # each state's spread of safe returns: at temperature 1 in reward units a pickup worth
+    # 0.1 (key_hunt's, deep_dive's) barely moves the target off even.
+    "distill/defaults": {"algo": "distill"},
+    "distill/spread": {
+        "algo": "distill",
+        "distill": {"temperature_scale": "spread", "temperature": 0.25},
+    },
     # A lost life ends bootstrapping (DeepMind's episodic life); the episode goes on.
     "dqn/auto-episodic-life": {"algo": "dqn", "env": AUTO, "episodic_life": True},
     "ppo/auto-lr1e-3-episodic-life": {
@@ -109,6 +118,7 @@ CANDIDATES: dict[str, dict[str, Any]] = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=60_000)
+    parser.add_argument("--minutes", type=float, help="a wall-clock budget per run instead")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--episodes", type=int, default=30, help="greedy episodes per agent")
     parser.add_argument("--only", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES))
@@ -122,6 +132,10 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=Path("benchmark-runs/defaults"))
     args = parser.parse_args()
+    distill = [name for name in args.only if name.startswith("distill/")]
+    if distill and args.minutes is None:
+        parser.error(f"--only {' '.join(distill)}: give a wall-clock budget (--minutes); a "
+                     "distill step is a search")  # fmt: skip
 
     results: dict[tuple[str, str], list[Evaluation]] = {}
     randoms: dict[str, list[Evaluation]] = {}
@@ -129,7 +143,9 @@ def main() -> None:
         for game in args.games:
             random_done = False
             for name in args.only:
-                run_dir, _ = train(args.out, CANDIDATES[name], game, seed, args.steps)
+                run_dir, _ = train(
+                    args.out, CANDIDATES[name], game, seed, args.steps, minutes=args.minutes
+                )
                 results.setdefault((name, game), []).append(
                     evaluate(run_dir, args.episodes, seed=1000 + seed)
                 )
@@ -146,7 +162,8 @@ def report(
     results: dict[tuple[str, str], list[Evaluation]],
     randoms: dict[str, list[Evaluation]],
 ) -> None:
-    print(f"\nDefaults sweep: {args.steps:,} env steps, seeds {args.seeds}, "
+    budget = f"{args.minutes:g} minutes" if args.minutes else f"{args.steps:,} env steps"
+    print(f"\nDefaults sweep: {budget}, seeds {args.seeds}, "
           f"{args.episodes} greedy episodes of each best checkpoint")  # fmt: skip
     header = ["candidate", *(f"{g} return [95% CI]" for g in args.games), "normalised"]
     rows = [["random", *(randoms[g][0].interval() for g in args.games), "0.00"]]

@@ -224,6 +224,16 @@ def test_the_configuration_refuses_what_distill_cannot_do() -> None:
         DistillExperimentConfiguration.from_dict(
             {"distill": {"search": "margin", "temperature": 0.5}}
         )
+    with pytest.raises(ConfigError, match="search: safety does not use it"):
+        DistillExperimentConfiguration.from_dict(
+            {"distill": {"search": "safety", "temperature_scale": "spread"}}
+        )
+    with pytest.raises(ConfigError, match=r"distill\.temperature_scale"):
+        DistillExperimentConfiguration.from_dict({"distill": {"temperature_scale": "rank"}})
+    spread = DistillExperimentConfiguration.from_dict(
+        {"distill": {"temperature_scale": "spread", "temperature": 0.25}}
+    ).distill.teacher_settings()
+    assert (spread.temperature_scale, spread.temperature) == ("spread", 0.25)
     # A saved safety configuration (every field written out) loads back.
     safety = DistillExperimentConfiguration.from_dict({"distill": {"search": "safety"}})
     again = DistillExperimentConfiguration.from_dict(yaml.safe_load(safety.to_yaml()))

@@ -196,6 +196,26 @@ def test_soft_target_orders_safe_moves_by_return() -> None:
     assert sharp[0] == pytest.approx(1.0)
 
 
+def test_a_spread_temperature_ignores_the_reward_weights() -> None:
+    lives_lost = np.array([0, 0, 0, 1])
+    returns = np.array([0.2, 0.1, 0.0, 5.0])  # one pickup worth 0.1 apart, in the YAML's units
+    spread = soft_target(lives_lost, returns, temperature=0.25, scale="spread")
+    # The same game with every reward weighed 100 times as much: the same target.
+    np.testing.assert_allclose(
+        soft_target(lives_lost, returns * 100, temperature=0.25, scale="spread"), spread
+    )
+    assert spread[3] == 0.0
+    # Best to worst safe move is e^(1 / 0.25), whatever the spread.
+    assert spread[0] / spread[2] == pytest.approx(np.exp(4.0), rel=1e-5)
+    assert spread[0] / spread[1] == pytest.approx(np.exp(2.0), rel=1e-5)
+    # In reward units, a difference of 0.2 barely moves the target at temperature 1...
+    flat = soft_target(lives_lost, returns, temperature=1.0)
+    assert flat[0] / flat[2] == pytest.approx(np.exp(0.2), rel=1e-5)
+    # ...and where every safe move returns the same, either target is even over them.
+    even = soft_target(np.array([0, 0, 1]), np.array([3.0, 3.0, 9.0]), 0.25, scale="spread")
+    np.testing.assert_allclose(even, [0.5, 0.5, 0.0])
+
+
 def test_labelling_leaves_the_episode_untouched() -> None:
     settings = TeacherSettings(horizon=4, width=4)
     plain = OakEmuEnv("catch", seed=3)

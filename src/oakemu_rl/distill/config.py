@@ -33,8 +33,8 @@ class DistillSettings(_Section):
         "target evenly over them: about 1/5 of the emulator steps a label (catch, horizon 14), "
         "for a student that learns to survive, not to score; 'margin' weights each of those "
         "by how many actions one step after it still have such a future, so the student "
-        "keeps away from tight spots. width and temperature are the beam's; verify_budget "
-        "caps each search.",
+        "keeps away from tight spots. width, temperature and temperature_scale are the "
+        "beam's; verify_budget caps each search.",
     )
     horizon: int = Field(
         16,
@@ -57,8 +57,16 @@ class DistillSettings(_Section):
         1.0,
         gt=0,
         description="Teacher: how sharply the soft target prefers the safe action with the "
-        "most reward (in reward units; small: nearly the argmax). Actions that lose more "
-        "lives than the safest one get no mass.",
+        "most reward (in the units temperature_scale says; small: nearly the argmax). "
+        "Actions that lose more lives than the safest one get no mass.",
+    )
+    temperature_scale: Literal["reward", "spread"] = Field(
+        "reward",
+        description="Teacher: what temperature is measured in. 'reward': reward units, so "
+        "the target's sharpness depends on the YAML's weights (a pickup worth 0.1 barely "
+        "moves it at temperature 1); 'spread': a share of each state's spread of safe "
+        "returns (best minus worst), the same whatever the weights (temperature 0.25: the "
+        "worst safe action gets e^-4 of the best's mass).",
     )
     verify_budget: int = Field(
         2000,
@@ -184,6 +192,7 @@ class DistillSettings(_Section):
             width=self.width,
             hold=self.hold,
             temperature=self.temperature,
+            temperature_scale=self.temperature_scale,
             verify_budget=self.verify_budget,
             search=self.search,
             hidden=tuple((name, low, high) for name, (low, high) in self.hidden.items()),
@@ -195,7 +204,9 @@ class DistillSettings(_Section):
         # that a user meant the beam's setting for the safety search.
         fields = type(self).model_fields
         beam_only = [
-            name for name in ("width", "temperature") if getattr(self, name) != fields[name].default
+            name
+            for name in ("width", "temperature", "temperature_scale")
+            if getattr(self, name) != fields[name].default
         ]
         if self.search != "beam" and beam_only:
             raise ValueError(

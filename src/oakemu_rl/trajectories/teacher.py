@@ -17,7 +17,10 @@ makes the action safe, so the safe set no longer depends on which paths the beam
 
 Its target is a soft distribution over actions: the actions that lose the fewest lives
 share all the mass, each weighted by ``exp((return - best) / temperature)``; an action
-that loses a life where a safe one exists gets none.
+that loses a life where a safe one exists gets none. With ``temperature_scale="spread"``
+the temperature is a share of the state's own spread of those returns (best minus worst
+safe), so the target is as sharp whatever the game's reward weights: a pickup worth 0.1
+in the YAML counts as much as one worth 10.
 
 With `search="safety"` there is no beam: each action gets the depth-first search alone,
 which ends at its first path that loses no more lives than the best action's, and the
@@ -87,6 +90,9 @@ class TeacherSettings:
         hold: steps each labelled action is held before the search goes on.
         temperature: how sharply the target prefers the safe action with the most
             reward (in reward units; small: nearly the argmax).
+        temperature_scale: "reward": `temperature` is in reward units; "spread": it is a
+            share of each state's spread of safe returns (best minus worst), so the
+            target does not depend on the YAML's reward weights.
         verify_budget: emulator steps the depth-first search may take per label: with the
             beam, to check the actions it found losing lives (0: no check, the beam's
             verdict stands); with `search="safety"`, to find each action's safe path.
@@ -108,6 +114,7 @@ class TeacherSettings:
     width: int = 8
     hold: int = 1
     temperature: float = 1.0
+    temperature_scale: Literal["reward", "spread"] = "reward"
     verify_budget: int = 2000
     search: Literal["beam", "safety", "margin"] = "beam"
     hidden: tuple[tuple[str, int | str, int | str], ...] = ()
@@ -122,6 +129,11 @@ class TeacherSettings:
             raise ValueError(f"teacher verify_budget must be 0 or more, got {self.verify_budget}")
         if not self.temperature > 0:
             raise ValueError(f"teacher temperature must be above 0, got {self.temperature}")
+        if self.temperature_scale not in ("reward", "spread"):
+            raise ValueError(
+                "teacher temperature_scale must be 'reward' or 'spread', got "
+                f"{self.temperature_scale!r}"
+            )
         if self.search not in ("beam", "safety", "margin"):
             raise ValueError(
                 f"teacher search must be 'beam', 'safety' or 'margin', got {self.search!r}"
@@ -231,10 +243,17 @@ class _Path:
 
 
 def soft_target(
-    lives_lost: npt.NDArray[np.integer], returns: npt.NDArray[np.floating], temperature: float
+    lives_lost: npt.NDArray[np.integer],
+    returns: npt.NDArray[np.floating],
+    temperature: float,
+    scale: Literal["reward", "spread"] = "reward",
 ) -> npt.NDArray[np.float32]:
-    """Mass only on the actions that lose the fewest lives, by a softmax of their returns."""
+    """Mass only on the actions that lose the fewest lives, by a softmax of their returns
+    over `temperature` (with `scale="spread"`, times those returns' best minus worst)."""
     safe = lives_lost == lives_lost.min()
+    if scale == "spread":
+        spread = float(returns[safe].max() - returns[safe].min())
+        temperature *= spread if spread > 0 else 1.0  # all alike: the target is even anyway
     scaled = np.where(safe, returns / temperature, -np.inf)
     scaled = scaled - scaled[safe].max()
     weights = np.exp(scaled)
@@ -345,7 +364,12 @@ class SearchTeacher:
             if self.settings.hidden:
                 self._unsafe_if_hidden_differs(state, lives_lost)
             returns_seen = returns + np.where(won, WIN_BONUS, 0.0)
-            target = soft_target(lives_lost, returns_seen, self.settings.temperature)
+            target = soft_target(
+                lives_lost,
+                returns_seen,
+                self.settings.temperature,
+                self.settings.temperature_scale,
+            )
         else:
             firsts = [
                 self._advance(root, action, self.settings.hold, 0)
