@@ -97,8 +97,9 @@ CANDIDATES: dict[str, dict[str, Any]] = {
         "reward_shaping": [{"type": "normalize"}],
     },
     # Distill's teacher with its temperature in reward units (the default) or as a share of
-    # each state's spread of safe returns: at temperature 1 in reward units a pickup worth
-    # 0.1 (key_hunt's, deep_dive's) barely moves the target off even.
+    # each state's spread of safe returns: at temperature 1 in reward units a move that
+    # reaches a pickup worth 1 (a key, a pearl) gets only e times the mass of one that
+    # does not, and the teacher acts by drawing from that target.
     "distill/defaults": {"algo": "distill"},
     "distill/spread": {
         "algo": "distill",

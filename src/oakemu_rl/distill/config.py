@@ -63,10 +63,11 @@ class DistillSettings(_Section):
     temperature_scale: Literal["reward", "spread"] = Field(
         "reward",
         description="Teacher: what temperature is measured in. 'reward': reward units, so "
-        "the target's sharpness depends on the YAML's weights (a pickup worth 0.1 barely "
-        "moves it at temperature 1); 'spread': a share of each state's spread of safe "
-        "returns (best minus worst), the same whatever the weights (temperature 0.25: the "
-        "worst safe action gets e^-4 of the best's mass).",
+        "the target's sharpness depends on the YAML's weights (at temperature 1 a move to a "
+        "pickup worth 1 gets e times the mass of one without, to one worth 0.1 1.1 times); "
+        "'spread': a share of each state's spread of safe returns (best minus worst), the "
+        "same whatever the weights (temperature 0.25: the worst safe action gets e^-4 of "
+        "the best's mass).",
     )
     verify_budget: int = Field(
         2000,
