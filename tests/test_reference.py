@@ -30,11 +30,17 @@ def test_reference_is_cached_by_the_yaml_hash_and_recomputed_when_it_changes(
     assert not cached
     assert first.yaml_sha256 == game_sha256(path)
     assert (cache / "reference" / f"{first.yaml_sha256}.json").is_file()
-    # The scores are what random play and the search really score from those starts.
+    # Random play, cheap and noisy, plays 30 episodes by default; the search 2.
+    assert (first.random_episodes, len(first.random_scores)) == (30, 30)
+    assert (first.episodes, len(first.search_scores)) == (2, 2)
+    # The scores are what random play and the search really score from those starts, and
+    # the search's starts are random play's first.
     again = compute_reference(load_game(path), 2, seed=4)
     assert again.random_scores == first.random_scores
     assert again.search_scores == first.search_scores
-    assert first.random_score == pytest.approx(sum(first.random_scores) / 2)
+    assert first.random_score == pytest.approx(sum(first.random_scores) / 30)
+    fewer = compute_reference(load_game(path), 2, random_episodes=2, seed=4)
+    assert fewer.random_scores == first.random_scores[:2]
 
     second, cached = reference_for(load_game(path), 2, seed=4, cache_dir=cache)
     assert cached and second == first
@@ -47,6 +53,32 @@ def test_reference_is_cached_by_the_yaml_hash_and_recomputed_when_it_changes(
     changed, cached = reference_for(load_game(path), 2, seed=4, cache_dir=cache)
     assert not cached
     assert changed.yaml_sha256 != first.yaml_sha256
+
+
+def test_a_reference_with_too_few_random_episodes_plays_only_random_play_again(
+    write_game: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = write_game({"max_episode_steps": 12})
+    game = load_game(path)
+    cache = tmp_path / "cache"
+    # Cached before random play had a count of its own (3 episodes of each), with a
+    # search score no search of this game makes: it must be kept, not measured again.
+    old = json.loads(compute_reference(game, 3, random_episodes=3, seed=4).to_json())
+    del old["random_episodes"]
+    old["search_scores"], old["search_score"] = [99.0, 99.0, 99.0], 99.0
+    folder = cache / "reference"
+    folder.mkdir(parents=True)
+    (folder / f"{game_sha256(path)}.json").write_text(json.dumps(old))
+
+    reference, cached = reference_for(game, 3, random_episodes=10, seed=4, cache_dir=cache)
+    assert not cached
+    assert (reference.search_score, reference.episodes) == (99.0, 3)
+    assert reference.random_episodes == 10 and len(reference.random_scores) == 10
+    assert reference.random_scores[:3] == old["random_scores"]
+    assert reference_for(game, 3, random_episodes=10, seed=4, cache_dir=cache) == (
+        reference,
+        True,
+    )
 
 
 def test_normalised_score() -> None:
@@ -84,6 +116,7 @@ def test_reference_command_and_evaluate_prints_the_normalised_score(
         game="catch",
         yaml_sha256=game_sha256(game.path),
         episodes=1,
+        random_episodes=1,
         seed=0,
         random_score=1.0,
         search_score=31.0,
@@ -101,6 +134,6 @@ def test_reference_command_and_evaluate_prints_the_normalised_score(
     assert main(["evaluate", str(run_dir), "--episodes", "2"]) == 0
     assert "normalised score" in capsys.readouterr().out
     # `reference` serves it from the cache.
-    assert main(["reference", "catch", "--episodes", "1"]) == 0
+    assert main(["reference", "catch", "--episodes", "1", "--random-episodes", "1"]) == 0
     out = capsys.readouterr().out
     assert "random play scores 1, the search 31" in out and "cached" in out

@@ -12,15 +12,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser = sub.add_parser(
         "reference",
         help="measure a game's random-play and search scores (for normalised scores)",
-        description="Play EPISODES episodes of random play and of the search demonstrator "
-        "(`oakemu-rl demo`'s beam search) from the same fresh starts, and cache their mean "
-        "scores under the SHA-256 of the game's YAML. `evaluate` then prints an agent's "
+        description="Play RANDOM_EPISODES episodes of random play and EPISODES of the "
+        "search demonstrator (`oakemu-rl demo`'s beam search) from fresh starts (the "
+        "search's are random play's first), and cache their mean scores under the SHA-256 "
+        "of the game's YAML. `evaluate` then prints an agent's "
         "normalised score, (agent - random) / (search - random). Editing the YAML makes "
         "the cached reference stale.",
     )
     parser.add_argument("game", help="bundled game name or game YAML path")
     parser.add_argument(
-        "--episodes", type=positive_int, default=3, help="episodes of each (default 3)"
+        "--episodes", type=positive_int, default=3, help="episodes of the search (default 3)"
+    )
+    parser.add_argument(
+        "--random-episodes",
+        type=positive_int,
+        default=30,
+        help="episodes of random play (default 30: one is cheap, and their scores vary)",
     )
     parser.add_argument(
         "--seed", type=non_negative_int, default=0, help="draws the episodes' start seeds"
@@ -44,10 +51,12 @@ def run(args: argparse.Namespace) -> int:
     from ..trajectories.reference import reference_for
 
     game = load_game(args.game)
-    with progress_bar(2 * args.episodes, f"reference of {game.key}", not args.json) as advance:
+    total = args.episodes + args.random_episodes
+    with progress_bar(total, f"reference of {game.key}", not args.json) as advance:
         reference, cached = reference_for(
             game,
             args.episodes,
+            random_episodes=args.random_episodes,
             seed=args.seed,
             cache_dir=args.cache_dir,
             refresh=args.refresh,
@@ -60,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{game.key}: random play scores {reference.random_score:g}, the search "
         f"{reference.search_score:g} (won {reference.search_wins} of {reference.episodes}); "
-        f"{reference.episodes} episodes each, seed {reference.seed}, {source}"
+        f"{reference.random_episodes} and {reference.episodes} episodes, seed "
+        f"{reference.seed}, {source}"
     )
     return 0

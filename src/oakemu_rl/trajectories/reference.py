@@ -3,7 +3,8 @@
 Atari results are reported as human-normalised scores: (agent - random) / (human -
 random). A user's game has no human baseline, but every game has our search: the
 `SearchDemonstrator` plays it from its YAML alone. So the reference of a game is the mean
-score of random play and of the search over the same fresh starts, and
+score of random play and of the search from fresh starts (the search's starts are the
+first of random play's: random play is cheap and noisy, so it plays more of them), and
 
     normalised = (agent - random) / (search - random)
 
@@ -20,7 +21,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +59,8 @@ class GameReference:
     game: str
     yaml_sha256: str
     episodes: int
+    """Episodes of the search."""
+    random_episodes: int
     seed: int
     random_score: float
     search_score: float
@@ -94,42 +97,58 @@ def load_reference(game: GameDefinition, cache_dir: Path | None = None) -> GameR
     path = _cache_file(cache_dir or default_cache_dir(), game_sha256(game.path))
     try:
         data = json.loads(path.read_text())
+        # Written before random play had a count of its own: it played the search's.
+        data.setdefault("random_episodes", data.get("episodes"))
         return GameReference(**data)
     except (OSError, ValueError, TypeError):
         return None
 
 
-def _random_score(game: GameDefinition, seed: int, rng: np.random.Generator) -> float:
+def _start_seeds(seed: int, count: int) -> list[int]:
+    """The first `count` fresh starts drawn from `seed` (a longer draw begins with them)."""
+    return [int(s) for s in np.random.default_rng(seed).integers(1, 2**31 - 1, count)]
+
+
+def _random_scores(
+    game: GameDefinition,
+    episodes: int,
+    seed: int,
+    progress: Callable[[int], None] | None = None,
+) -> list[float]:
+    rng = np.random.default_rng([seed, 1])
     session = GameSession(game)
-    session.reset(seed)
-    while session.step(int(rng.integers(game.num_actions))).outcome is None:
-        pass
-    return float(session.values.get("score", 0))
+    scores = []
+    for start in _start_seeds(seed, episodes):
+        session.reset(start)
+        while session.step(int(rng.integers(game.num_actions))).outcome is None:
+            pass
+        scores.append(float(session.values.get("score", 0)))
+        if progress is not None:
+            progress(1)
+    return scores
 
 
 def compute_reference(
     game: GameDefinition,
     episodes: int = 3,
     *,
+    random_episodes: int = 30,
     seed: int = 0,
     search: SearchSettings | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> GameReference:
-    """Play `episodes` episodes of random play and of the search from the same fresh starts
-    (drawn from `seed`); `progress` is called with 1 after each episode of either."""
-    if episodes < 1:
-        raise ValueError(f"episodes must be at least 1, got {episodes}")
+    """Play `random_episodes` episodes of random play and `episodes` of the search from
+    fresh starts drawn from `seed` (the search's are random play's first); `progress` is
+    called with 1 after each episode of either."""
+    if episodes < 1 or random_episodes < 1:
+        raise ValueError(
+            f"episodes and random_episodes must be at least 1, got {episodes} and {random_episodes}"
+        )
     started = time.monotonic()
-    seeds = [int(s) for s in np.random.default_rng(seed).integers(1, 2**31 - 1, episodes)]
-    rng = np.random.default_rng([seed, 1])
-    random_scores = []
-    for start in seeds:
-        random_scores.append(_random_score(game, start, rng))
-        if progress is not None:
-            progress(1)
+    random_scores = _random_scores(game, random_episodes, seed, progress)
     demonstrator = SearchDemonstrator(game, search, seed=seed)
     search_scores, wins = [], 0
-    for start in seeds:
+    for start in _start_seeds(seed, episodes):
         result = demonstrator.play(start)
         search_scores.append(result.trajectory.score)
         wins += result.won
@@ -139,6 +158,7 @@ def compute_reference(
         game=game.key,
         yaml_sha256=game_sha256(game.path),
         episodes=episodes,
+        random_episodes=random_episodes,
         seed=seed,
         random_score=float(np.mean(random_scores)),
         search_score=float(np.mean(search_scores)),
@@ -153,19 +173,34 @@ def reference_for(
     game: GameDefinition,
     episodes: int = 3,
     *,
+    random_episodes: int = 30,
     seed: int = 0,
     cache_dir: Path | None = None,
     refresh: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[GameReference, bool]:
-    """The reference of `game`, from the cache when it holds one of this YAML with at least
-    `episodes` episodes from `seed` (unless `refresh`), else computed and cached. Returns
-    (reference, whether it came from the cache)."""
+    """The reference of `game`, from the cache when it holds one of this YAML from `seed`
+    with at least `episodes` search and `random_episodes` random episodes (unless
+    `refresh`), else measured and cached: only random play again where the cached search
+    suffices. Returns (reference, whether it came from the cache as it was)."""
     cache_dir = cache_dir or default_cache_dir()
     cached = None if refresh else load_reference(game, cache_dir)
-    if cached is not None and cached.episodes >= episodes and cached.seed == seed:
-        return cached, True
-    reference = compute_reference(game, episodes, seed=seed, progress=progress)
+    if cached is not None and cached.seed == seed and cached.episodes >= episodes:
+        if cached.random_episodes >= random_episodes:
+            return cached, True
+        started = time.monotonic()
+        random_scores = _random_scores(game, random_episodes, seed, progress)
+        reference = replace(
+            cached,
+            random_episodes=random_episodes,
+            random_score=float(np.mean(random_scores)),
+            random_scores=random_scores,
+            seconds=cached.seconds + time.monotonic() - started,
+        )
+    else:
+        reference = compute_reference(
+            game, episodes, random_episodes=random_episodes, seed=seed, progress=progress
+        )
     path = _cache_file(cache_dir, reference.yaml_sha256)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.tmp")
