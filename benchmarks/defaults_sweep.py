@@ -105,6 +105,16 @@ CANDIDATES: dict[str, dict[str, Any]] = {
         "algo": "distill",
         "distill": {"temperature_scale": "spread", "temperature": 0.25},
     },
+    # In 30 minutes distill makes about 6,000 labels, too few to fall over 20,000 steps: the
+    # teacher still acted in 41-71% of the steps at the end (docs/defaults.md). Beta over
+    # the run's budget ends with the student playing; a beam of 2 instead of 8 makes a label
+    # about 3x cheaper (6 actions x (1 + 16 x 2) emulator steps instead of 6 x (1 + 16 x 8)).
+    "distill/budget-beta": {"algo": "distill", "distill": {"beta_decay_steps": None}},
+    "distill/narrow": {"algo": "distill", "distill": {"width": 2}},
+    "distill/narrow-budget-beta": {
+        "algo": "distill",
+        "distill": {"width": 2, "beta_decay_steps": None},
+    },
     # A lost life ends bootstrapping (DeepMind's episodic life); the episode goes on.
     "dqn/auto-episodic-life": {"algo": "dqn", "env": AUTO, "episodic_life": True},
     "ppo/auto-lr1e-3-episodic-life": {

@@ -102,6 +102,18 @@ def test_beta_decays_linearly_then_stays() -> None:
         BetaSchedule(1.5, 0.0, 10)
 
 
+def test_beta_without_decay_steps_decays_over_the_runs_budget() -> None:
+    spent = {"share": 0.0}
+    schedule = BetaSchedule(1.0, 0.2, None, budget_used=lambda step: spent["share"])
+    assert schedule(10**6) == 1.0  # the budget, not the step count, decides
+    spent["share"] = 0.5
+    assert schedule(0) == pytest.approx(0.6)
+    spent["share"] = 1.0
+    assert schedule(0) == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="give budget_used"):
+        BetaSchedule(1.0, 0.0, None)
+
+
 def _filled(count: int, capacity: int = 10, weight: float = 4.0) -> DistillDataset:
     entry = 3 + 3 * 4 + 2  # a (3,) uint8 observation, 3 float32 target entries, 2 flags
     dataset = DistillDataset(
@@ -390,6 +402,27 @@ def test_a_distill_run_resets_its_student_on_schedule(tmp_path: Path) -> None:
         torch.testing.assert_close(tensor, fresh.state_dict()[name], rtol=0, atol=0)
     with pytest.raises(ConfigError, match=r"set shrink_perturb\.every_updates too"):
         DistillExperimentConfiguration.from_dict({"distill": {"shrink_perturb": {"shrink": 0.0}}})
+
+
+def test_beta_decay_steps_null_hands_the_play_to_the_student_within_the_budget(
+    tmp_path: Path,
+) -> None:
+    """`beta_decay_steps: null`: beta follows the run's budget (here 60 steps), so the
+    teacher acts at first and the student by the end, whatever the budget's size."""
+    config = _cheap_config(
+        total_steps=60,
+        distill={"beta_decay_steps": None},
+        checkpoint={"every_steps": 10**6},
+        logging={**QUIET, "log_every_steps": 10},
+    )
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=_quiet)
+    experiment.run()
+    schedule = experiment.actor.schedule
+    assert schedule(0) == 1.0 and schedule(30) == pytest.approx(0.5) and schedule(60) == 0.0
+    logged = sorted(experiment.memory.history["distill/beta"])
+    assert len(logged) >= 2 and logged[0][1] > logged[-1][1]
+    for step, beta in logged:
+        assert beta == pytest.approx(1.0 - step / 60, abs=0.1)
 
 
 def test_a_refitted_student_replaces_the_acting_one_only_once_it_scores_as_well(

@@ -97,13 +97,15 @@ class DistillSettings(_Section):
         "instead of the student (its most likely action), at the run's first step.",
     )
     beta_end: float = Field(
-        0.0, ge=0, le=1, description="That chance once beta_decay_steps env steps are done."
+        0.0, ge=0, le=1, description="That chance once the decay (beta_decay_steps) is done."
     )
-    beta_decay_steps: int = Field(
+    beta_decay_steps: int | None = Field(
         20_000,
         ge=1,
         description="Env steps over which the chance the teacher acts goes linearly from "
-        "beta_start to beta_end (DAgger: the student plays more and more of each episode).",
+        "beta_start to beta_end (DAgger: the student plays more and more of each episode); "
+        "null: over the run's budget (total_steps, or max_time_s where that runs out "
+        "first), so a run budgeted in minutes ends with the student playing.",
     )
     intervene: bool = Field(
         False,

@@ -86,7 +86,12 @@ class DistillExperiment(
                 f"{self.dataset.capacity:,} states of {self.dataset.entry_bytes:,} bytes, fewer "
                 f"than distill.learning_starts ({settings.learning_starts:,}); raise it"
             )
-        schedule = BetaSchedule(settings.beta_start, settings.beta_end, settings.beta_decay_steps)
+        schedule = BetaSchedule(
+            settings.beta_start,
+            settings.beta_end,
+            settings.beta_decay_steps,
+            budget_used=context.budget_used,
+        )
         gate = ReplayRatioGate(
             settings.updates_per_step, settings.learning_starts, settings.max_lag_updates
         )
