@@ -70,15 +70,21 @@ def test_a_reference_with_too_few_random_episodes_plays_only_random_play_again(
     folder.mkdir(parents=True)
     (folder / f"{game_sha256(path)}.json").write_text(json.dumps(old))
 
-    reference, cached = reference_for(game, 3, random_episodes=10, seed=4, cache_dir=cache)
+    done: list[int] = []
+    reference, cached = reference_for(
+        game, 3, random_episodes=10, seed=4, cache_dir=cache, progress=done.append
+    )
     assert not cached
+    # A progress bar reaches its end: the search's episodes count, served from the cache.
+    assert done[0] == 3 and sum(done) == 13
     assert (reference.search_score, reference.episodes) == (99.0, 3)
     assert reference.random_episodes == 10 and len(reference.random_scores) == 10
     assert reference.random_scores[:3] == old["random_scores"]
-    assert reference_for(game, 3, random_episodes=10, seed=4, cache_dir=cache) == (
-        reference,
-        True,
-    )
+    done.clear()
+    assert reference_for(
+        game, 3, random_episodes=10, seed=4, cache_dir=cache, progress=done.append
+    ) == (reference, True)
+    assert sum(done) == 13
 
 
 def test_normalised_score() -> None:

@@ -182,12 +182,17 @@ def reference_for(
     """The reference of `game`, from the cache when it holds one of this YAML from `seed`
     with at least `episodes` search and `random_episodes` random episodes (unless
     `refresh`), else measured and cached: only random play again where the cached search
-    suffices. Returns (reference, whether it came from the cache as it was)."""
+    suffices. Returns (reference, whether it came from the cache as it was). `progress`
+    counts every episode asked for, those served from the cache at once."""
     cache_dir = cache_dir or default_cache_dir()
     cached = None if refresh else load_reference(game, cache_dir)
     if cached is not None and cached.seed == seed and cached.episodes >= episodes:
         if cached.random_episodes >= random_episodes:
+            if progress is not None:
+                progress(episodes + random_episodes)
             return cached, True
+        if progress is not None:
+            progress(episodes)
         started = time.monotonic()
         random_scores = _random_scores(game, random_episodes, seed, progress)
         reference = replace(
