@@ -1,0 +1,141 @@
+"""Does a left-right mirror make a distill run's labels go further? Fit students offline.
+
+    python benchmarks/distill_mirror.py RUN_DIR [--swap O P] [--updates 2000] [--seeds 0 1]
+
+Reads the aggregated dataset of a distill run's newest checkpoint and trains fresh students
+of the run's architecture, loss, optimiser and minibatch size (critical states weighted as
+the run weights them) on its training part, three ways:
+
+- `plain`: the labels as they are;
+- `mirrored`: every observation flipped left to right and its target's actions swapped
+  (the actions whose keys differ only by `--swap`'s keys, O and P by default): if the
+  game is symmetric, these are labels of states just as real;
+- `both`: each minibatch state mirrored with chance 1/2 (twice the distinct states).
+
+Each is scored on the held-out states as they are: the share of the critical ones (some
+action loses a life, another does not) on which the student's most likely action is safe.
+`mirrored` checks the symmetry itself: a student that never saw a real state scores about
+as well as `plain` only where the mirrored labels are right. `both` shows what the mirror is
+worth. The flip is over the observation's last axis (the screen's columns); it is meant for
+screen-wide observations (a crop off the screen's centre is not mirrored by it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import nn
+
+from oakemu_rl.distill import DATASET_FILE
+from oakemu_rl.distill.actor import safe_choice_rate
+from oakemu_rl.distill.config import DistillExperimentConfiguration
+from oakemu_rl.distill.loss import soft_cross_entropy
+from oakemu_rl.envs.observation import ObservationPipeline
+from oakemu_rl.experiments.distill_experiment import DistillExperiment
+from oakemu_rl.experiments.evaluation import find_checkpoint, read_checkpoint_config
+from oakemu_rl.games.loader import GameDefinition, load_game
+
+
+def mirror_permutation(game: GameDefinition, left: str, right: str) -> list[int]:
+    """For each action, the action whose keys are its keys with `left` and `right` swapped."""
+    swap = {left: right, right: left}
+    keys = [frozenset(action) for action in game.spec.actions]
+    permutation = []
+    for action in keys:
+        mirrored = frozenset(swap.get(key, key) for key in action)
+        if mirrored not in keys:
+            raise SystemExit(
+                f"{game.key}: action {sorted(action)} has no mirror {sorted(mirrored)}"
+            )
+        permutation.append(keys.index(mirrored))
+    return permutation
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--swap", nargs=2, default=["O", "P"], metavar=("LEFT", "RIGHT"))
+    parser.add_argument("--updates", type=int, default=2_000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    args = parser.parse_args()
+    checkpoint = find_checkpoint(args.run_dir)
+    _, config = read_checkpoint_config(checkpoint)
+    if not isinstance(config, DistillExperimentConfiguration):
+        raise SystemExit(f"{args.run_dir} is not a distill run")
+    game = load_game(config.game)
+    permutation = mirror_permutation(game, *args.swap)
+    saved = checkpoint.load_numpy(DATASET_FILE)
+    settings = config.distill
+    targets_np = saved["targets"]
+    targets = torch.from_numpy(targets_np)
+    held_out, critical = saved["held_out"], saved["critical"]
+    shape = ObservationPipeline(config.env.observation, game).space.shape
+    values = int(np.prod(shape))
+
+    def observations(rows: npt.NDArray[np.int64]) -> torch.Tensor:
+        """The stored observations of `rows`, as the env gave them (unpacked 0/255 bits)."""
+        if "observation_bits" in saved:
+            bits = np.unpackbits(saved["observation_bits"][rows], axis=1, count=values)
+            return torch.from_numpy(bits.reshape(len(rows), *shape) * np.uint8(255))
+        return torch.from_numpy(saved["observations"][rows])
+
+    train = np.flatnonzero(~held_out)
+    test = np.flatnonzero(held_out)
+    weights = np.where(critical[train], settings.critical_weight, 1.0)
+    weights /= weights.sum()
+    print(
+        f"{args.run_dir}: {len(train):,} training labels, {len(test):,} held out "
+        f"({int((targets_np[test] <= 0).any(axis=1).sum()):,} critical); action mirror "
+        f"{permutation}; "
+        f"{args.updates:,} updates of {settings.batch_size}",
+        flush=True,
+    )
+    mirror_share = {"plain": 0.0, "mirrored": 1.0, "both": 0.5}
+    results: dict[str, list[float]] = {name: [] for name in mirror_share}
+    for seed in args.seeds:
+        for name, share in mirror_share.items():
+            torch.manual_seed(seed)
+            model = DistillExperiment.build_model(config, shape, targets_np.shape[1])
+            optimizer = torch.optim.Adam(
+                model.parameters(), settings.learning_rate, eps=settings.adam_eps
+            )
+            rng = np.random.default_rng(seed)
+            started = time.monotonic()
+            for _ in range(args.updates):
+                batch = rng.choice(train, settings.batch_size, p=weights)
+                inputs, labels = observations(batch), targets[batch]
+                flip = torch.from_numpy(rng.random(len(batch)) < share)
+                if flip.any():
+                    inputs[flip] = inputs[flip].flip(-1)
+                    labels = torch.where(flip[:, None], labels[:, permutation], labels)
+                loss = soft_cross_entropy(model(inputs), labels)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()  # type: ignore[no-untyped-call]
+                nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
+                optimizer.step()
+            with torch.no_grad():
+                chunks = [test[i : i + 512] for i in range(0, len(test), 512)]
+                actions = torch.cat([model.greedy_actions(observations(c)) for c in chunks])
+            safe = safe_choice_rate(targets_np[test], actions.numpy())
+            if safe is None:
+                raise SystemExit(f"{args.run_dir}: no held-out critical state")
+            results[name].append(safe)
+            print(
+                f"seed {seed} {name:>8}: a safe move on {safe:.2%} of held-out critical "
+                f"states ({time.monotonic() - started:.0f} s)",
+                flush=True,
+            )
+    unsafe = {name: 1.0 - float(np.mean(rates)) for name, rates in results.items()}
+    for name, rate in unsafe.items():
+        print(f"{name:>8}: unsafe on {rate:.2%} of held-out critical states (mean of seeds)")
+    if unsafe["both"] > 0:
+        print(f"unsafe choices, plain / both: {unsafe['plain'] / unsafe['both']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
