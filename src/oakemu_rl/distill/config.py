@@ -105,7 +105,8 @@ class DistillSettings(_Section):
         description="Env steps over which the chance the teacher acts goes linearly from "
         "beta_start to beta_end (DAgger: the student plays more and more of each episode); "
         "null: over the run's budget (total_steps, or max_time_s where that runs out "
-        "first), so a run budgeted in minutes ends with the student playing.",
+        "first; a resumed session's own max_time_s, as PPO's learning-rate annealing), so a "
+        "run budgeted in minutes ends with the student playing.",
     )
     intervene: bool = Field(
         False,
