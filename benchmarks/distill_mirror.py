@@ -27,18 +27,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 import torch
 from torch import nn
 
-from oakemu_rl.distill import DATASET_FILE
+from distill_labels import load_run_labels
 from oakemu_rl.distill.actor import safe_choice_rate
-from oakemu_rl.distill.config import DistillExperimentConfiguration
 from oakemu_rl.distill.loss import soft_cross_entropy
-from oakemu_rl.envs.observation import ObservationPipeline
 from oakemu_rl.experiments.distill_experiment import DistillExperiment
-from oakemu_rl.experiments.evaluation import find_checkpoint, read_checkpoint_config
-from oakemu_rl.games.loader import GameDefinition, load_game
+from oakemu_rl.games.loader import GameDefinition
 
 
 def mirror_permutation(game: GameDefinition, left: str, right: str) -> list[int]:
@@ -63,26 +59,13 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=2_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     args = parser.parse_args()
-    checkpoint = find_checkpoint(args.run_dir)
-    _, config = read_checkpoint_config(checkpoint)
-    if not isinstance(config, DistillExperimentConfiguration):
-        raise SystemExit(f"{args.run_dir} is not a distill run")
-    game = load_game(config.game)
-    permutation = mirror_permutation(game, *args.swap)
-    saved = checkpoint.load_numpy(DATASET_FILE)
+    labels = load_run_labels(args.run_dir)
+    config, shape, observations = labels.config, labels.shape, labels.observations
+    permutation = mirror_permutation(labels.game, *args.swap)
     settings = config.distill
-    targets_np = saved["targets"]
+    targets_np = labels.targets
     targets = torch.from_numpy(targets_np)
-    held_out, critical = saved["held_out"], saved["critical"]
-    shape = ObservationPipeline(config.env.observation, game).space.shape
-    values = int(np.prod(shape))
-
-    def observations(rows: npt.NDArray[np.int64]) -> torch.Tensor:
-        """The stored observations of `rows`, as the env gave them (unpacked 0/255 bits)."""
-        if "observation_bits" in saved:
-            bits = np.unpackbits(saved["observation_bits"][rows], axis=1, count=values)
-            return torch.from_numpy(bits.reshape(len(rows), *shape) * np.uint8(255))
-        return torch.from_numpy(saved["observations"][rows])
+    held_out, critical = labels.held_out, labels.critical
 
     train = np.flatnonzero(~held_out)
     test = np.flatnonzero(held_out)

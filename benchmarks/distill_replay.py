@@ -20,18 +20,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 import torch
 from torch import nn
 
-from oakemu_rl.distill import DATASET_FILE
+from distill_labels import load_run_labels
 from oakemu_rl.distill.actor import safe_choice_rate
-from oakemu_rl.distill.config import DistillExperimentConfiguration
 from oakemu_rl.distill.loss import soft_cross_entropy
-from oakemu_rl.envs.observation import ObservationPipeline
 from oakemu_rl.experiments.distill_experiment import DistillExperiment
-from oakemu_rl.experiments.evaluation import find_checkpoint, read_checkpoint_config
-from oakemu_rl.games.loader import load_game
 from oakemu_rl.runtime.shrink_perturb import ShrinkPerturbSettings, shrink_and_perturb
 
 
@@ -43,31 +38,19 @@ def main() -> None:
     parser.add_argument("--shrink", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    checkpoint = find_checkpoint(args.run_dir)
-    _, config = read_checkpoint_config(checkpoint)
-    if not isinstance(config, DistillExperimentConfiguration):
-        raise SystemExit(f"{args.run_dir} is not a distill run")
-    saved = checkpoint.load_numpy(DATASET_FILE)
-    count = min(args.labels, len(saved["targets"]))
+    labels = load_run_labels(args.run_dir)
+    config, shape, observations = labels.config, labels.shape, labels.observations
+    count = min(args.labels, len(labels.targets))
     settings = config.distill
-    targets_np = saved["targets"][:count]
+    targets_np = labels.targets[:count]
     targets = torch.from_numpy(targets_np)
-    held_out, critical = saved["held_out"][:count], saved["critical"][:count]
+    held_out, critical = labels.held_out[:count], labels.critical[:count]
     num_actions = targets_np.shape[1]
-    shape = ObservationPipeline(config.env.observation, load_game(config.game)).space.shape
-    values = int(np.prod(shape))
-
-    def observations(rows: npt.NDArray[np.int64]) -> torch.Tensor:
-        """The stored observations of `rows`, as the env gave them (unpacked 0/255 bits)."""
-        if "observation_bits" in saved:
-            bits = np.unpackbits(saved["observation_bits"][rows], axis=1, count=values)
-            return torch.from_numpy(bits.reshape(len(rows), *shape) * np.uint8(255))
-        return torch.from_numpy(saved["observations"][rows])
 
     test = np.flatnonzero(held_out)
     stride = max(1, round(1 / settings.updates_per_step))
     print(
-        f"{args.run_dir}: the first {count:,} of {len(saved['targets']):,} labels, "
+        f"{args.run_dir}: the first {count:,} of {len(labels.targets):,} labels, "
         f"{len(test):,} held out; an update every {stride} labels",
         flush=True,
     )
