@@ -1,5 +1,5 @@
-"""A distill run's aggregated labels, read back from its newest checkpoint for offline fits
-(`distill_replay.py`, `distill_mirror.py`)."""
+"""A distill run's aggregated labels, read back from its newest checkpoint, and the update
+and score of a student fitted on them offline (`distill_replay.py`, `distill_mirror.py`)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
+from torch import nn
 
 from oakemu_rl.distill import DATASET_FILE
+from oakemu_rl.distill.actor import safe_choice_rate
 from oakemu_rl.distill.config import DistillExperimentConfiguration
+from oakemu_rl.distill.loss import soft_cross_entropy
 from oakemu_rl.envs.observation import ObservationPipeline
 from oakemu_rl.experiments.evaluation import find_checkpoint, read_checkpoint_config
 from oakemu_rl.games.loader import GameDefinition, load_game
+from oakemu_rl.ppo.model import PPOModel
 
 
 @dataclass
@@ -46,6 +50,29 @@ class RunLabels:
             bits = np.unpackbits(self.saved["observation_bits"][rows], axis=1, count=values)
             return torch.from_numpy(bits.reshape(len(rows), *self.shape) * np.uint8(255))
         return torch.from_numpy(self.saved["observations"][rows])
+
+    @torch.no_grad()
+    def safe_rate(self, model: PPOModel, rows: npt.NDArray[np.int64]) -> float | None:
+        """The share of the critical states among `rows` on which `model`'s most likely
+        action is safe (`safe_choice_rate`; None: none is critical)."""
+        chunks = [rows[i : i + 512] for i in range(0, len(rows), 512)]
+        actions = torch.cat([model.greedy_actions(self.observations(c)) for c in chunks])
+        return safe_choice_rate(self.targets[rows], actions.numpy())
+
+
+def update(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    observations: torch.Tensor,
+    targets: torch.Tensor,
+    max_grad_norm: float,
+) -> None:
+    """One step of the run's update: soft cross-entropy, gradients clipped, Adam."""
+    loss = soft_cross_entropy(model(observations), targets)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()  # type: ignore[no-untyped-call]
+    nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    optimizer.step()
 
 
 def load_run_labels(run_dir: Path) -> RunLabels:

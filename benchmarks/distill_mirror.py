@@ -28,11 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
-from distill_labels import load_run_labels
-from oakemu_rl.distill.actor import safe_choice_rate
-from oakemu_rl.distill.loss import soft_cross_entropy
+from distill_labels import load_run_labels, update
 from oakemu_rl.experiments.distill_experiment import DistillExperiment
 from oakemu_rl.games.loader import GameDefinition
 
@@ -91,20 +88,13 @@ def main() -> None:
             started = time.monotonic()
             for _ in range(args.updates):
                 batch = rng.choice(train, settings.batch_size, p=weights)
-                inputs, labels = observations(batch), targets[batch]
+                inputs, wanted = observations(batch), targets[batch]
                 flip = torch.from_numpy(rng.random(len(batch)) < share)
                 if flip.any():
                     inputs[flip] = inputs[flip].flip(-1)
-                    labels = torch.where(flip[:, None], labels[:, permutation], labels)
-                loss = soft_cross_entropy(model(inputs), labels)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()  # type: ignore[no-untyped-call]
-                nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
-                optimizer.step()
-            with torch.no_grad():
-                chunks = [test[i : i + 512] for i in range(0, len(test), 512)]
-                actions = torch.cat([model.greedy_actions(observations(c)) for c in chunks])
-            safe = safe_choice_rate(targets_np[test], actions.numpy())
+                    wanted = torch.where(flip[:, None], wanted[:, permutation], wanted)
+                update(model, optimizer, inputs, wanted, settings.max_grad_norm)
+            safe = labels.safe_rate(model, test)
             if safe is None:
                 raise SystemExit(f"{args.run_dir}: no held-out critical state")
             results[name].append(safe)

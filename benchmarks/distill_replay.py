@@ -21,11 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
-from distill_labels import load_run_labels
-from oakemu_rl.distill.actor import safe_choice_rate
-from oakemu_rl.distill.loss import soft_cross_entropy
+from distill_labels import load_run_labels, update
 from oakemu_rl.experiments.distill_experiment import DistillExperiment
 from oakemu_rl.runtime.shrink_perturb import ShrinkPerturbSettings, shrink_and_perturb
 
@@ -73,19 +70,12 @@ def main() -> None:
             rows = np.flatnonzero(~held_out[:labelled])
             weights = np.where(critical[rows], settings.critical_weight, 1.0)
             batch = rng.choice(rows, settings.batch_size, p=weights / weights.sum())
-            loss = soft_cross_entropy(model(observations(batch)), targets[batch])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()  # type: ignore[no-untyped-call]
-            nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
-            optimizer.step()
+            update(model, optimizer, observations(batch), targets[batch], settings.max_grad_norm)
             updates += 1
             if schedule.due(updates):
                 seed = schedule.seed(args.seed, updates)
                 shrink_and_perturb(model, schedule.shrink, seed)
-        with torch.no_grad():
-            chunks = [test[i : i + 512] for i in range(0, len(test), 512)]
-            actions = torch.cat([model.greedy_actions(observations(c)) for c in chunks])
-        safe = safe_choice_rate(targets_np[test], actions.numpy())
+        safe = labels.safe_rate(model, test)
         if safe is None:
             raise SystemExit(f"{args.run_dir}: no held-out critical state among the labels")
         unsafe.append(1.0 - safe)
