@@ -5,9 +5,9 @@
                                         [--out DIR]
 
 Every candidate configuration trains on each training-set game (`catch`, `forest_run`,
-given by their YAML paths, so their presets do not apply) for the same env steps (or,
-with `--minutes`, the same wall clock: distill's candidates take only that), and
-its best checkpoint plays greedy episodes (`training_runs.py`). Games differ in scale,
+`key_hunt`, `deep_dive`, given by their YAML paths, so presets do not apply) for the same
+env steps (or, with `--minutes`, the same wall clock: distill's candidates take only
+that), and its best checkpoint plays greedy episodes (`training_runs.py`). Games differ in scale,
 so each game's returns are normalised: 0 is random play, 1 is the best candidate of
 the same algorithm on that game. The candidate of each algorithm with the highest mean
 normalised return is the default. The test-set games (every other bundled game) are
@@ -114,6 +114,29 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     "distill/narrow-budget-beta": {
         "algo": "distill",
         "distill": {"width": 2, "beta_decay_steps": None},
+    },
+    # Exploration for sparse pickups: a count-based bonus (#Exploration, Tang et al. 2017;
+    # 0.01 is their coefficient for rewards of about 1, as a pearl or a key is here) on a
+    # SimHash of the observation, or on Go-Explore's cells: the variables the actions move
+    # (the player's position), in coarse bins. A SimHash of a whole screen barely sees the
+    # player move (docs/defaults.md). With the cells, Go-Explore's return-then-explore too:
+    # half the training episodes restart from saved states in the cells seen least.
+    "dqn/auto-novelty": {"algo": "dqn", "env": AUTO, "reward_shaping": [{"type": "novelty"}]},
+    "dqn/auto-novelty-cells": {
+        "algo": "dqn",
+        "env": AUTO,
+        "reward_shaping": [{"type": "novelty", "cell": "variables"}],
+    },
+    "dqn/auto-explore": {
+        "algo": "dqn",
+        "env": AUTO,
+        "reward_shaping": [{"type": "novelty", "cell": "variables"}],
+        "restart_pool": {
+            "enabled": True,
+            "priority": "novelty",
+            "save_every_steps": 50,
+            "restart_probability": 0.5,
+        },
     },
     # A lost life ends bootstrapping (DeepMind's episodic life); the episode goes on.
     "dqn/auto-episodic-life": {"algo": "dqn", "env": AUTO, "episodic_life": True},

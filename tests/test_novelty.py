@@ -13,6 +13,8 @@ import pytest
 
 from oakemu_rl.dqn.config import DQNExperimentConfiguration
 from oakemu_rl.experiments import DQNExperiment, PPOExperiment
+from oakemu_rl.games.cells import VariableCells, controlled_variables, variable_cells
+from oakemu_rl.games.loader import load_game
 from oakemu_rl.ppo.config import PPOExperimentConfiguration
 from oakemu_rl.runtime.config_base import ConfigError
 from oakemu_rl.runtime.env_lifecycle import EnvironmentState
@@ -158,3 +160,66 @@ def test_dqn_learns_from_the_bonus_too(tmp_path: Path) -> None:
     novelty = experiment.actor.reward_shaping.novelty
     assert novelty is not None and sum(novelty.counts.values()) == 256
     assert experiment.actor.reward_shaping.last_terms["bonus:novelty"] > 0
+
+
+def test_the_probe_finds_the_variables_the_actions_move() -> None:
+    # Deep Dive declares 17 variables: the diver's position and air move with the keys; the
+    # jellyfish, the pearl, the score and the random seed do not.
+    cells = variable_cells(load_game("deep_dive"))
+    assert set(cells.names) == {"diver_x", "diver_y", "air"}
+    assert controlled_variables(load_game("catch")) == ["paddle_x"]
+    # Bins span random play's spread in about `levels` steps: the 32 columns in bins of 4.
+    width = dict(zip(cells.names, cells.widths, strict=True))["diver_x"]
+    assert 2 <= width <= 4
+    values = {"diver_x": 5, "diver_y": 2, "air": 112}
+    same_bin = values | {"diver_x": (5 // width) * width + width - 1}
+    assert cells.cell(values) == cells.cell(same_bin)
+    assert cells.cell(values) != cells.cell(values | {"diver_x": 5 + width})
+    named = variable_cells(load_game("deep_dive"), ["pearl_y"], levels=1)
+    assert named.names == ("pearl_y",) and named.widths[0] >= 1
+    with pytest.raises(ValueError, match=r"\['diver_z'\] are not data variables of 'Deep Dive'"):
+        variable_cells(load_game("deep_dive"), ["diver_z"])
+
+
+def test_a_bonus_on_variable_cells_counts_positions_not_screens() -> None:
+    cells = VariableCells(("x", "y"), (4, 1))
+    bonus = NoveltyBonus(coef=0.5, variables=cells)
+    screen = np.zeros((2, 3), dtype=np.uint8)
+    other_screen = np.full((2, 3), 255, dtype=np.uint8)
+    assert bonus(0.0, {"values": {"x": 1, "y": 2}}, _state(), screen) == pytest.approx(0.5)
+    # Another screen in the same bin of x is the same cell; another y is a new one.
+    paid = bonus(0.0, {"values": {"x": 3, "y": 2}}, _state(), other_screen)
+    assert paid == pytest.approx(0.5 / math.sqrt(2))
+    assert bonus(0.0, {"values": {"x": 3, "y": 3}}, _state(), screen) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match=r"need each step's info\['values'\]"):
+        bonus(0.0, {}, _state(), screen)
+
+
+def test_a_run_with_variable_cells_names_them_and_restarts_from_rare_ones(
+    tmp_path: Path,
+) -> None:
+    printed: list[str] = []
+    shaping = [{"type": "novelty", "coef": 0.05, "cell": "variables"}]
+    experiment = PPOExperiment(
+        _config(reward_shaping=shaping), tmp_path / "run", console=False, print_fn=printed.append
+    )
+    experiment.run()
+    assert any(line.startswith("novelty cells: paddle_x (bins of") for line in printed)
+    novelty = experiment.actor.reward_shaping.novelty
+    assert novelty is not None and novelty.variables is not None
+    # Catch's paddle has 32 columns at most: a handful of cells, not one per screen.
+    assert 1 < len(novelty.counts) <= 32
+    pool = experiment.actor._restart_pool
+    assert pool is not None and {entry.cell for entry in pool.entries} <= set(novelty.counts)
+
+
+def test_variable_cell_settings_that_cannot_work_are_refused() -> None:
+    with pytest.raises(ConfigError, match="variables apply to another cell than 'observation'"):
+        _config(reward_shaping=[{"type": "novelty", "variables": ["paddle_x"]}])
+    with pytest.raises(ConfigError, match="bits apply to another cell than 'variables'"):
+        _config(reward_shaping=[{"type": "novelty", "cell": "variables", "bits": 8}])
+    gym = DQNExperimentConfiguration.from_dict(
+        {"game": "gym:CartPole-v1", "reward_shaping": [{"type": "novelty", "cell": "variables"}]}
+    )
+    with pytest.raises(ValueError, match="reads an OakEmu game's data variables"):
+        RewardShapingPipeline.from_config(gym.reward_shaping, game=gym.game)

@@ -100,7 +100,7 @@ class DQNExperiment(
         # One pipeline: a `normalize` shaper's statistics start from the demonstrations'
         # returns and go on with the agent's.
         shaping = RewardShapingPipeline.from_config(
-            config.reward_shaping, gamma=config.learner.gamma
+            config.reward_shaping, gamma=config.learner.gamma, game=config.game
         )
         if context.demonstrations is not None and config.demos.learn:
             self.demonstration_buffer = build_demonstration_buffer(

@@ -694,6 +694,9 @@ class Experiment(ABC, Generic[ConfigT]):
         self._print(f"run directory: {self.run_dir.resolve()}")
         if self._auto_choice is not None:
             self._print(f"observation:   auto chose {self._auto_choice.describe()}")
+        novelty = actor.reward_shaping.novelty
+        if novelty is not None and novelty.variables is not None:
+            self._print(f"novelty cells: {novelty.variables.describe()}")
         if config.logging.tensorboard:
             self._print(f"TensorBoard:   tensorboard --logdir {self.tensorboard_dir.resolve()}")
         baseline = self._baseline()

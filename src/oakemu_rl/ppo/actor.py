@@ -107,7 +107,7 @@ class PPOActor(ActorBase[PPOExperimentConfiguration, _Request]):
         self.rollout_buffer = rollout_buffer
         self.rollout_handshake = rollout_handshake
         self.reward_shaping = RewardShapingPipeline.from_config(
-            config.reward_shaping, gamma=config.ppo.gamma
+            config.reward_shaping, gamma=config.ppo.gamma, game=config.game
         )
         self.generator = torch.Generator().manual_seed(context.seed)
         self._synced_version = -1

@@ -401,7 +401,7 @@ class ActorBase(ABC, Generic[C, E]):
             episode_step=int(state.extra.get("start_step", 0)) + state.episode_length,
             seed=state.episode_seed,
             progress=progress,
-            cell=None if novelty is None else novelty.cell(observation),
+            cell=None if novelty is None else novelty.cell(observation, info),
         )
 
     # -- batched inference ----------------------------------------------------------------

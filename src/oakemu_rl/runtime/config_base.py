@@ -406,8 +406,9 @@ class NormalizeShaper(ConfigSection):
 
 class NoveltyShaper(ConfigSection):
     """Add a count-based exploration bonus (#Exploration, Tang et al. 2017): each step's
-    next observation falls in a cell given by a SimHash of it, and the bonus is
-    coef / sqrt(visits of that cell so far), so rarely seen situations pay."""
+    next state falls in a cell, and the bonus is coef / sqrt(visits of that cell so far),
+    so rarely seen situations pay. A cell is a SimHash of the observation, or the game's
+    data variables cut into bins (Go-Explore's cells)."""
 
     type: Literal["novelty"] = Field(description="'novelty'.")
     coef: float = Field(
@@ -416,14 +417,47 @@ class NoveltyShaper(ConfigSection):
         description="The bonus for a first visit, in the learner's reward units (after the "
         "shapers before this one).",
     )
+    cell: Literal["observation", "variables"] = Field(
+        "observation",
+        description="What a cell is: 'observation', a SimHash of the next observation (any "
+        "env); 'variables', the game's data variables, each cut into bins (OakEmu games). "
+        "A SimHash of a whole screen barely sees a small player move; variables do.",
+    )
     bits: int = Field(
         16,
         ge=1,
         le=24,
-        description="Bits of the SimHash: 2^bits cells at most (fewer: coarser cells, "
-        "whose counts grow faster).",
+        description="With cell 'observation': bits of the SimHash, 2^bits cells at most "
+        "(fewer: coarser cells, whose counts grow faster).",
     )
-    seed: int = Field(0, ge=0, description="Seed of the SimHash's random projection.")
+    variables: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="With cell 'variables': the data variables that name a cell (null: "
+        "those the actions move, found by holding each action from states of random play; "
+        "the run's log names them).",
+    )
+    levels: int = Field(
+        8,
+        ge=1,
+        le=256,
+        description="With cell 'variables': each variable's bins are its spread over 400 "
+        "steps of random play / levels wide, so random play spans about this many of them.",
+    )
+    seed: int = Field(
+        0, ge=0, description="Seed of the SimHash's projection, or of the random play."
+    )
+
+    @model_validator(mode="after")
+    def _settings_of_the_cell(self) -> NoveltyShaper:
+        fields = type(self).model_fields
+        other = {"observation": ("variables", "levels"), "variables": ("bits",)}[self.cell]
+        inert = [name for name in other if getattr(self, name) != fields[name].default]
+        if inert:
+            raise ValueError(
+                f"novelty: {', '.join(inert)} apply to another cell than {self.cell!r}"
+            )
+        return self
 
 
 class CallableShaper(ConfigSection):

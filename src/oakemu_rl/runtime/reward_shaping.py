@@ -13,13 +13,15 @@ from __future__ import annotations
 import importlib
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ..envs.lives import lives_lost
+from ..games.cells import VariableCells, variable_cells
+from ..games.loader import load_game
 from .config_base import (
     CallableShaper,
     ClipShaper,
@@ -222,29 +224,39 @@ class NormalizeReward(RewardShaper):
 
 
 class NoveltyBonus(RewardShaper):
-    """A count-based exploration bonus (#Exploration, Tang et al. 2017): the next
-    observation's cell is the sign pattern of `bits` fixed random projections of it (a
-    SimHash: similar observations mostly share a cell), and the step earns
-    `coef / sqrt(n)`, n counting this visit. The counts are over all envs and kept in
-    checkpoints."""
+    """A count-based exploration bonus (#Exploration, Tang et al. 2017): each step's
+    next state falls in a cell, and the step earns `coef / sqrt(n)`, n counting this
+    visit. A cell is the sign pattern of `bits` fixed random projections of the next
+    observation (a SimHash: similar observations mostly share a cell), or, given
+    `variables`, the game's data variables cut into bins (Go-Explore's cells: the player's
+    position, say). The counts are over all envs and kept in checkpoints."""
 
     term = "novelty"
     needs_observation = True
     SCALARS = ("reward/novelty_cells", "reward/novelty_bonus")
 
-    def __init__(self, coef: float, bits: int = 16, seed: int = 0) -> None:
+    def __init__(
+        self, coef: float, bits: int = 16, seed: int = 0, variables: VariableCells | None = None
+    ) -> None:
         if coef <= 0:
             raise ValueError(f"novelty: coef {coef} is not positive")
         if not 1 <= bits <= 24:
             raise ValueError(f"novelty: bits {bits} is not in 1-24")
         self.coef, self.bits, self.seed = coef, bits, seed
+        self.variables = variables
         self.counts: dict[int, int] = {}
         self._projection: npt.NDArray[np.float32] | None = None
         self._weights = (1 << np.arange(bits, dtype=np.int64)).astype(np.int64)
         self._recent: list[float] = []
 
-    def cell(self, observation: npt.NDArray[Any]) -> int:
-        """The cell (a `bits`-bit integer) of an observation."""
+    def cell(self, observation: npt.NDArray[Any], info: Mapping[str, Any] | None = None) -> int:
+        """The cell of a step: from the game's variables in `info["values"]` when the bonus
+        has `variables`, else a `bits`-bit SimHash of `observation`."""
+        if self.variables is not None:
+            values = (info or {}).get("values")
+            if values is None:
+                raise ValueError("novelty: cells of game variables need each step's info['values']")
+            return self.variables.cell(values)
         flat = np.asarray(observation, dtype=np.float32).reshape(-1)
         if self._projection is None or self._projection.shape[1] != flat.size:
             rng = np.random.default_rng(self.seed)
@@ -261,7 +273,7 @@ class NoveltyBonus(RewardShaper):
     ) -> float:
         if next_observation is None:
             raise ValueError("novelty: the shaper needs each step's next observation")
-        cell = self.cell(next_observation)
+        cell = self.cell(next_observation, info)
         visits = self.counts.get(cell, 0) + 1
         self.counts[cell] = visits
         self.last_added = self.coef / math.sqrt(visits)
@@ -282,6 +294,18 @@ class NoveltyBonus(RewardShaper):
         recent, self._recent = self._recent, []
         bonus = float(np.mean(recent)) if recent else float("nan")
         return {self.SCALARS[0]: float(len(self.counts)), self.SCALARS[1]: bonus}
+
+
+def _cells(config: NoveltyShaper, game: str | None) -> VariableCells | None:
+    """The variable cells a novelty shaper's configuration asks for (None: SimHash)."""
+    if config.cell != "variables":
+        return None
+    if game is None or game.startswith("gym:"):
+        raise ValueError(
+            f"reward_shaping novelty: cell 'variables' reads an OakEmu game's data "
+            f"variables; the game is {game!r}"
+        )
+    return variable_cells(load_game(game), config.variables, config.levels, seed=config.seed)
 
 
 class CallableReward(RewardShaper):
@@ -387,10 +411,12 @@ class RewardShapingPipeline:
 
     @classmethod
     def from_config(
-        cls, configs: Sequence[ShaperConfig], gamma: float | None = None
+        cls, configs: Sequence[ShaperConfig], gamma: float | None = None, game: str | None = None
     ) -> RewardShapingPipeline:
         """Build the pipeline a configuration's `reward_shaping` list describes; `gamma` is
-        the algorithm's discount factor (a `normalize` shaper without its own needs it)."""
+        the algorithm's discount factor (a `normalize` shaper without its own needs it),
+        `game` the configuration's game (a `novelty` shaper with `cell: variables` needs
+        it)."""
         shapers: list[RewardShaper] = []
         for config in configs:
             if isinstance(config, ClipShaper):
@@ -410,7 +436,9 @@ class RewardShapingPipeline:
                     )
                 shapers.append(NormalizeReward(discount, config.clip, config.epsilon))
             elif isinstance(config, NoveltyShaper):
-                shapers.append(NoveltyBonus(config.coef, config.bits, config.seed))
+                shapers.append(
+                    NoveltyBonus(config.coef, config.bits, config.seed, _cells(config, game))
+                )
             elif isinstance(config, CallableShaper):
                 shapers.append(CallableReward(config.target, config.kwargs))
         return cls(shapers)
