@@ -138,6 +138,18 @@ CANDIDATES: dict[str, dict[str, Any]] = {
             "restart_probability": 0.5,
         },
     },
+    "ppo/auto-lr1e-3-explore": {
+        "algo": "ppo",
+        "env": AUTO,
+        "ppo": {"learning_rate": 1e-3, "rollout_steps": 64, "epochs": 8},
+        "reward_shaping": [{"type": "novelty", "cell": "variables"}],
+        "restart_pool": {
+            "enabled": True,
+            "priority": "novelty",
+            "save_every_steps": 50,
+            "restart_probability": 0.5,
+        },
+    },
     # A lost life ends bootstrapping (DeepMind's episodic life); the episode goes on.
     "dqn/auto-episodic-life": {"algo": "dqn", "env": AUTO, "episodic_life": True},
     "ppo/auto-lr1e-3-episodic-life": {
