@@ -31,10 +31,12 @@ class VariableCells:
     widths: tuple[int, ...]
 
     def cell(self, values: Mapping[str, int]) -> int:
-        """The cell of one step's variables, as an int (the same in every process)."""
-        return hash(
-            tuple(int(values[n]) // w for n, w in zip(self.names, self.widths, strict=True))
-        )
+        """The cell of one step's variables, as an int: the same in every process and
+        Python version, since checkpoints keep the counts by it."""
+        cell = 0
+        for name, width in zip(self.names, self.widths, strict=True):
+            cell = (cell * 1_000_003 + int(values[name]) // width) % (1 << 62)
+        return cell
 
     def describe(self) -> str:
         """'diver_x (bins of 4), diver_y (bins of 2)'."""
