@@ -136,6 +136,33 @@ def test_score_collapse_rolls_back_to_the_best_checkpoint(tmp_path: Path) -> Non
     assert controller.rollbacks_without_recovery == 0
 
 
+def test_a_lucky_evaluation_within_noise_of_random_play_is_no_level_to_collapse_from(
+    tmp_path: Path,
+) -> None:
+    # key_hunt, 30 minutes of DQN: random play returns -3, and so does the agent, but one
+    # evaluation of 10 games scored -2.9 (a key found once). Falling back to -3 is noise,
+    # not a collapse: the evaluation's interval reached below random play.
+    c = build_components(tmp_path, LONG)
+    controller, messages = _controller(c, collapse_window=2)
+    controller.set_baseline(-3.0)
+    fill_buffer(c)
+    c.learner.train_on_rollout()
+    _save(c, 100, controller, score=-3.1)
+    assert not controller.observe_evaluation(-2.9, 100, lower=-3.1)
+    for step in (200, 300, 400, 500):
+        assert not controller.observe_evaluation(-3.0, step, lower=-3.0)
+    assert controller.collapse_threshold() is None and controller.total_rollbacks == 0
+    # An evaluation whose whole interval lies above random play arms the watch.
+    assert not controller.observe_evaluation(5.0, 600, lower=2.0)
+    assert controller.collapse_threshold() == pytest.approx(1.0)  # -3 + 0.5 * (5 - -3)
+    again, _ = _controller(c, collapse_window=2)
+    again.load_state_dict(controller.state_dict())
+    assert again.floor_beaten and again.collapse_threshold() == pytest.approx(1.0)
+    assert not controller.observe_evaluation(-3.0, 700, lower=-3.0)  # mean 1.0: not below
+    assert controller.observe_evaluation(-3.0, 800, lower=-3.0)
+    assert controller.total_rollbacks == 1 and "score collapse at step 800" in messages[0]
+
+
 def test_collapse_window_averages_evaluations(tmp_path: Path) -> None:
     c = build_components(tmp_path, LONG)
     controller, _ = _controller(c, collapse_window=3)

@@ -650,7 +650,9 @@ class Experiment(ABC, Generic[ConfigT]):
         if target is not None and result.mean_return >= target:
             self.context.request_stop(f"evaluation return {result.mean_return:.2f} >= {target:g}")
             return
-        self.rollback.observe_evaluation(self._score_of(result), result.step)
+        # The interval is of the return; a watched mean score is taken as it is.
+        lower = result.ci95_low if self.config.rollback.metric == "mean_return" else None
+        self.rollback.observe_evaluation(self._score_of(result), result.step, lower)
 
     # -- running --------------------------------------------------------------------------
 

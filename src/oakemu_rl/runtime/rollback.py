@@ -6,7 +6,10 @@
 - collapse of the tester's score (`observe_evaluation`): the mean of the last
   `collapse_window` evaluations falls below `floor + collapse_fraction * (best - floor)`,
   where `best` is the best evaluation so far and `floor` the random policy's score
-  (or `collapse_floor`, or 0). Collapse is watched only once `best` is above `floor`.
+  (or `collapse_floor`, or 0). Collapse is watched only once an evaluation has beaten
+  `floor` beyond its noise: the low end of its 95% interval above it, when the
+  evaluation gives one. A lucky evaluation a hair above random play is no level to
+  collapse from.
 
 A rollback restores the learner and its optimizer from the best earlier checkpoint
 (the highest-scored one; the newest one when none is scored) through the state
@@ -127,6 +130,7 @@ class RollbackController:
         self.lr_scale = 1.0
         self.best_score: float | None = None
         self.floor: float | None = settings.collapse_floor
+        self.floor_beaten = False
         self._recent: deque[float] = deque(maxlen=settings.collapse_window)
         self._healthy_updates = 0
         self._last_kind = ""
@@ -149,7 +153,7 @@ class RollbackController:
     def collapse_threshold(self) -> float | None:
         """The windowed score below which training has collapsed (None: not watched yet)."""
         floor = self.floor if self.floor is not None else 0.0
-        if self.best_score is None or self.best_score <= floor:
+        if self.best_score is None or self.best_score <= floor or not self.floor_beaten:
             return None
         return floor + self.settings.collapse_fraction * (self.best_score - floor)
 
@@ -183,13 +187,17 @@ class RollbackController:
             ):
                 self._recovered("healthy updates")
 
-    def observe_evaluation(self, score: float, step: int) -> bool:
-        """Record an evaluation's score; roll back on collapse (True when one happened)."""
+    def observe_evaluation(self, score: float, step: int, lower: float | None = None) -> bool:
+        """Record an evaluation's score and the low end of its 95% interval (`lower`; None:
+        the score alone); roll back on collapse (True when one happened)."""
         if not math.isfinite(score):
             return False
         with self._lock:
             if self.best_score is None or score > self.best_score:
                 self.best_score = float(score)
+            evidence = score if lower is None or not math.isfinite(lower) else lower
+            if evidence > (self.floor if self.floor is not None else 0.0):
+                self.floor_beaten = True
             self._recent.append(float(score))
             threshold = self.collapse_threshold()
             window = self._recent
@@ -304,6 +312,7 @@ class RollbackController:
                 "lr_scale": self.lr_scale,
                 "best_score": self.best_score,
                 "floor": self.floor,
+                "floor_beaten": self.floor_beaten,
                 "recent": list(self._recent),
                 "history": list(self.history),
             }
@@ -318,6 +327,7 @@ class RollbackController:
             self.best_score = None if best is None else float(best)
             floor = state.get("floor", self.floor)
             self.floor = None if floor is None else float(floor)
+            self.floor_beaten = bool(state.get("floor_beaten", False))
             self._recent.clear()
             self._recent.extend(float(v) for v in state.get("recent", []))
             self.history = list(state.get("history", []))
