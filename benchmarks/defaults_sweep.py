@@ -150,6 +150,14 @@ CANDIDATES: dict[str, dict[str, Any]] = {
             "restart_probability": 0.5,
         },
     },
+    # No rollback on a collapse of the evaluation score: learning to score can pass through
+    # worse returns than surviving does (deep_dive: staying at the surface returns 0, and
+    # diving for pearls dies at first), and a rollback restores the surviving checkpoint.
+    "dqn/auto-no-collapse-rollback": {
+        "algo": "dqn",
+        "env": AUTO,
+        "rollback": {"watch_collapse": False},
+    },
     # A lost life ends bootstrapping (DeepMind's episodic life); the episode goes on.
     "dqn/auto-episodic-life": {"algo": "dqn", "env": AUTO, "episodic_life": True},
     "ppo/auto-lr1e-3-episodic-life": {
