@@ -26,6 +26,16 @@ from training_runs import TRAINING_SET, Evaluation, evaluate, train
 
 SCREEN_32 = {"observation": {"type": "screen", "height": 32, "width": 32, "frame_stack": 2}}
 AUTO = {"observation": {"type": "auto", "frame_stack": 2}}
+GO_EXPLORE: dict[str, Any] = {
+    "reward_shaping": [{"type": "novelty", "cell": "variables"}],
+    "restart_pool": {
+        "enabled": True,
+        "priority": "novelty",
+        "save_every_steps": 50,
+        "restart_probability": 0.5,
+    },
+}
+"""A novelty bonus on Go-Explore's cells, and half the episodes restarted from the rarest."""
 CANDIDATES: dict[str, dict[str, Any]] = {
     "dqn/screen32": {"algo": "dqn", "env": SCREEN_32},
     "dqn/auto": {"algo": "dqn", "env": AUTO},
@@ -127,28 +137,12 @@ CANDIDATES: dict[str, dict[str, Any]] = {
         "env": AUTO,
         "reward_shaping": [{"type": "novelty", "cell": "variables"}],
     },
-    "dqn/auto-explore": {
-        "algo": "dqn",
-        "env": AUTO,
-        "reward_shaping": [{"type": "novelty", "cell": "variables"}],
-        "restart_pool": {
-            "enabled": True,
-            "priority": "novelty",
-            "save_every_steps": 50,
-            "restart_probability": 0.5,
-        },
-    },
+    "dqn/auto-explore": {"algo": "dqn", "env": AUTO, **GO_EXPLORE},
     "ppo/auto-lr1e-3-explore": {
         "algo": "ppo",
         "env": AUTO,
         "ppo": {"learning_rate": 1e-3, "rollout_steps": 64, "epochs": 8},
-        "reward_shaping": [{"type": "novelty", "cell": "variables"}],
-        "restart_pool": {
-            "enabled": True,
-            "priority": "novelty",
-            "save_every_steps": 50,
-            "restart_probability": 0.5,
-        },
+        **GO_EXPLORE,
     },
     # No rollback on a collapse of the evaluation score: learning to score can pass through
     # worse returns than surviving does (deep_dive: staying at the surface returns 0, and
