@@ -25,10 +25,11 @@ from oakemu_rl.dqn.replay_buffer import ReplayBuffer, Transition
 from oakemu_rl.envs.observation import ObservationConfig
 from oakemu_rl.experiments import DQNExperiment
 from oakemu_rl.experiments.torch_setup import build_optimizer
+from oakemu_rl.games.cells import variable_cells
 from oakemu_rl.games.loader import load_game
 from oakemu_rl.runtime.context import RuntimeContext
 from oakemu_rl.runtime.replay_ratio_gate import ReplayRatioGate
-from oakemu_rl.runtime.reward_shaping import RewardShapingPipeline, ScaleReward
+from oakemu_rl.runtime.reward_shaping import NoveltyBonus, RewardShapingPipeline, ScaleReward
 from oakemu_rl.runtime.thread_safe_model import ThreadSafeModel
 from oakemu_rl.trajectories.demonstrations import DemonstrationSet
 from trajectory_testing import catch_policy, record
@@ -396,3 +397,20 @@ def test_dqfd_learns_catch_faster_than_dqn_with_the_same_budget(tmp_path: Path) 
     # apart on every seed. The actor and learner threads interleave by timing, so a
     # seed's returns vary from run to run.
     assert returns["dqfd"] >= returns["dqn"] + 10, returns
+
+
+def test_demonstrations_pass_through_a_novelty_bonus_on_variable_cells(tmp_path: Path) -> None:
+    # A novelty shaper needs each step's next observation (and, on variable cells, its
+    # values): the demonstrations' steps give both, and their visits are counted.
+    game = load_game("catch")
+    observation = ObservationConfig(type="ram", ram=["paddle_x", "ball_x"], frame_stack=1)
+    recorded, _ = record(
+        game, observation, catch_policy, seed=3, path=tmp_path / "d" / "a.trajectory.json",
+        max_steps=40,
+    )  # fmt: skip
+    demos = DemonstrationSet.load([tmp_path / "d"], game, observation)
+    novelty = NoveltyBonus(coef=0.1, variables=variable_cells(game))
+    template = ReplayBuffer(10, (2,), frame_stack=1, n_step=1, gamma=0.9)
+    buffer = build_demonstration_buffer(demos, template, RewardShapingPipeline([novelty]))
+    assert len(buffer) == recorded.length == 40
+    assert sum(novelty.counts.values()) == 40 and 1 < len(novelty.counts) <= 32

@@ -48,7 +48,7 @@ def demonstration_transitions(
     state.begin_episode(steps[0].observation, demonstrations.states(demo_id).values[0])
     transitions = []
     for step in steps:
-        reward = shaping(step.reward, step.info, state)
+        reward = shaping(step.reward, step.info, state, step.next_observation)
         lives = step.info.get("lives")
         life_lost = lives_lost(state.last_lives, lives) > 0
         transitions.append(
