@@ -37,6 +37,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     "ppo-cnn": {"algo": "ppo", "env": {"observation": SCREEN}, "model": {"torso": "small_cnn"}},
     "ppo-mlp": {"algo": "ppo", "env": {"observation": RAM}, "model": {"torso": "mlp"}},
+    "ppo-cell-cnn": {
+        "algo": "ppo",
+        "env": {"observation": {"type": "attributes", "frame_stack": 2}},
+        "model": {"torso": "cell_cnn"},
+    },
 }
 
 

@@ -14,14 +14,17 @@ from ..runtime.config_base import CheckpointSettings, ExperimentConfiguration, T
 from ..runtime.config_base import ConfigError as ConfigError  # re-exported
 from ..runtime.config_base import ConfigSection as _Section
 from ..runtime.shrink_perturb import ShrinkPerturbSettings
+from ..runtime.torsos import TorsoName
 
 
 class ModelSettings(_Section):
     """The Q-network."""
 
-    torso: Literal["auto", "small_cnn", "nature_cnn", "mlp"] = Field(
+    torso: TorsoName = Field(
         "auto",
-        description="Feature extractor; 'auto' picks small_cnn for images and mlp for vectors.",
+        description="Feature extractor; 'auto' picks small_cnn for images and mlp for vectors. "
+        "cell_cnn keeps every pixel in its first convolution, for observations whose pixels "
+        "are whole objects (attribute cells).",
     )
     mlp_hidden: list[int] = Field(
         default_factory=lambda: [128, 128], description="Hidden layer sizes of the mlp torso."

@@ -1,42 +1,14 @@
-"""DQNModel: a torso (small CNN, Nature CNN or MLP) and a (dueling, optionally noisy) Q head."""
+"""DQNModel: a torso (a CNN of `runtime.torsos`, or an MLP) and a dueling, noisy-or-not Q head."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 import torch
 from torch import nn
 
+from ..runtime.torsos import CNN_TORSOS, TorsoName, cnn_torso, resolve_torso
 from .noisy import NoisyLinear
-
-TorsoName = Literal["auto", "small_cnn", "nature_cnn", "mlp"]
-
-
-def _small_cnn(channels: int) -> nn.Sequential:
-    # Three stride-2 convolutions: keeps the fine positions small games need, and cheap
-    # enough on 2 CPU cores at 32x32 to 48x48.
-    return nn.Sequential(
-        nn.Conv2d(channels, 16, kernel_size=5, stride=2, padding=2),
-        nn.ReLU(),
-        nn.Conv2d(16, 32, kernel_size=3, stride=2, padding=1),
-        nn.ReLU(),
-        nn.Conv2d(32, 32, kernel_size=3, stride=2, padding=1),
-        nn.ReLU(),
-        nn.Flatten(),
-    )
-
-
-def _nature_cnn(channels: int) -> nn.Sequential:
-    return nn.Sequential(
-        nn.Conv2d(channels, 32, kernel_size=8, stride=4),
-        nn.ReLU(),
-        nn.Conv2d(32, 64, kernel_size=4, stride=2),
-        nn.ReLU(),
-        nn.Conv2d(64, 64, kernel_size=3, stride=1),
-        nn.ReLU(),
-        nn.Flatten(),
-    )
 
 
 def _mlp(inputs: int, hidden: Sequence[int]) -> nn.Sequential:
@@ -57,7 +29,8 @@ class DQNModel(nn.Module):
     Args:
         observation_shape: shape of one observation (no batch dimension).
         num_actions: number of actions.
-        torso: 'small_cnn', 'nature_cnn', 'mlp' or 'auto' (CNN for 3-D shapes, else MLP).
+        torso: 'small_cnn', 'nature_cnn', 'cell_cnn', 'mlp' or 'auto' (small_cnn for
+            3-D shapes, else mlp); see `oakemu_rl.runtime.torsos`.
         mlp_hidden: hidden sizes of the MLP torso.
         head_hidden: hidden units of the head (0: a linear head).
         dueling: separate value and advantage streams.
@@ -79,24 +52,14 @@ class DQNModel(nn.Module):
     ) -> None:
         super().__init__()
         shape = tuple(int(s) for s in observation_shape)
-        if torso == "auto":
-            torso = "small_cnn" if len(shape) == 3 else "mlp"
-        if torso in ("small_cnn", "nature_cnn") and len(shape) != 3:
-            raise ValueError(f"torso {torso!r} needs (C, H, W) observations; got shape {shape}")
-        smallest = {"small_cnn": 8, "nature_cnn": 36}.get(torso, 0)
-        if len(shape) == 3 and min(shape[1:]) < smallest:
-            raise ValueError(
-                f"{torso} needs observations of at least {smallest}x{smallest}; got {shape}"
-            )
+        torso = resolve_torso(torso, shape)
         self.observation_shape = shape
         self.num_actions = num_actions
         self.torso_name = torso
         self.dueling = dueling
         self.noisy = noisy
-        if torso == "small_cnn":
-            self.torso = _small_cnn(shape[0])
-        elif torso == "nature_cnn":
-            self.torso = _nature_cnn(shape[0])
+        if torso in CNN_TORSOS:
+            self.torso = cnn_torso(torso, shape[0])
         else:
             inputs = 1
             for s in shape:
@@ -117,7 +80,7 @@ class DQNModel(nn.Module):
 
         self.advantage = stream(num_actions)
         self.value = stream(1) if dueling else None
-        if torso in ("small_cnn", "nature_cnn"):
+        if torso in CNN_TORSOS:
             # oneDNN's convolutions (forward and backward) are faster on NHWC tensors,
             # most of all a first layer with few input channels. Flattening still
             # follows the (C, H, W) order, so the weights mean what they always meant.
@@ -126,12 +89,12 @@ class DQNModel(nn.Module):
     @property
     def input_memory_format(self) -> torch.memory_format:
         """The memory format the torso reads images in (callers may convert ahead)."""
-        if self.torso_name in ("small_cnn", "nature_cnn"):
+        if self.torso_name in CNN_TORSOS:
             return torch.channels_last
         return torch.contiguous_format
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
-        if observations.dim() == 4 and self.torso_name in ("small_cnn", "nature_cnn"):
+        if observations.dim() == 4 and self.torso_name in CNN_TORSOS:
             observations = observations.contiguous(memory_format=torch.channels_last)
         x = observations.float()
         if observations.dtype == torch.uint8:

@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 
 from ..runtime.config_base import ConfigError, ExperimentConfiguration, TesterSettings
 from ..runtime.config_base import ConfigSection as _Section
+from ..runtime.torsos import TorsoName
 
 __all__ = [
     "ConfigError",
@@ -28,9 +29,11 @@ __all__ = [
 class PPOModelSettings(_Section):
     """The actor-critic network: a shared torso with a policy head and a value head."""
 
-    torso: Literal["auto", "small_cnn", "nature_cnn", "mlp"] = Field(
+    torso: TorsoName = Field(
         "auto",
-        description="Feature extractor; 'auto' picks small_cnn for images and mlp for vectors.",
+        description="Feature extractor; 'auto' picks small_cnn for images and mlp for vectors. "
+        "cell_cnn keeps every pixel in its first convolution, for observations whose pixels "
+        "are whole objects (attribute cells).",
     )
     mlp_hidden: list[int] = Field(
         default_factory=lambda: [64, 64], description="Hidden layer sizes of the mlp torso."

@@ -1,4 +1,4 @@
-"""PPOModel: a shared torso (small CNN, Nature CNN or MLP) with a policy head and a value head."""
+"""PPOModel: a shared torso (a CNN of `runtime.torsos`, or an MLP), a policy and a value head."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Literal, NamedTuple
 import torch
 from torch import nn
 
-__all__ = ["ActionBundle", "PPOModel", "PolicyEvaluation"]
+from ..runtime.torsos import TorsoName, cnn_torso, resolve_torso
 
-TorsoName = Literal["auto", "small_cnn", "nature_cnn", "mlp"]
+__all__ = ["ActionBundle", "PPOModel", "PolicyEvaluation"]
 
 #: The logit given to masked actions: finite, so entropies and KLs stay finite.
 MASKED_LOGIT = -1e8
@@ -64,18 +64,6 @@ def _sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Ten
     return (cdf <= u * cdf[:, -1:]).sum(dim=-1)
 
 
-def _cnn(kind: str, channels: int) -> nn.Sequential:
-    if kind == "small_cnn":
-        specs = [(channels, 16, 5, 2, 2), (16, 32, 3, 2, 1), (32, 32, 3, 2, 1)]
-    else:  # nature_cnn
-        specs = [(channels, 32, 8, 4, 0), (32, 64, 4, 2, 0), (64, 64, 3, 1, 0)]
-    layers: list[nn.Module] = []
-    for c_in, c_out, k, s, p in specs:
-        layers += [_init(nn.Conv2d(c_in, c_out, k, stride=s, padding=p)), nn.ReLU()]
-    layers.append(nn.Flatten())
-    return nn.Sequential(*layers)
-
-
 class PPOModel(nn.Module):
     """An actor-critic network over discrete actions, with action masking.
 
@@ -90,7 +78,8 @@ class PPOModel(nn.Module):
     Args:
         observation_shape: shape of one observation (no batch dimension).
         num_actions: number of actions.
-        torso: 'small_cnn', 'nature_cnn', 'mlp' or 'auto' (CNN for 3-D shapes, else MLP).
+        torso: 'small_cnn', 'nature_cnn', 'cell_cnn', 'mlp' or 'auto' (small_cnn for
+            3-D shapes, else mlp); see `oakemu_rl.runtime.torsos`.
         mlp_hidden: hidden sizes of the MLP torso.
         cnn_features: units of the linear layer after a CNN torso.
         activation: activation of the MLP torso.
@@ -118,12 +107,7 @@ class PPOModel(nn.Module):
         shape = tuple(int(s) for s in observation_shape)
         if num_actions < 1:
             raise ValueError(f"num_actions must be at least 1, got {num_actions}")
-        if torso == "auto":
-            torso = "small_cnn" if len(shape) == 3 else "mlp"
-        if torso in ("small_cnn", "nature_cnn") and len(shape) != 3:
-            raise ValueError(f"torso {torso!r} needs (C, H, W) observations; got shape {shape}")
-        if torso == "nature_cnn" and min(shape[1:]) < 36:
-            raise ValueError(f"nature_cnn needs observations of at least 36x36; got {shape}")
+        torso = resolve_torso(torso, shape)
         self.observation_shape = shape
         self.num_actions = num_actions
         self.torso_name = torso
@@ -138,7 +122,7 @@ class PPOModel(nn.Module):
             self.torso = nn.Sequential(*layers)
             features = size
         else:
-            cnn = _cnn(torso, shape[0])
+            cnn = cnn_torso(torso, shape[0], init=_init)
             with torch.no_grad():
                 flat = int(cnn(torch.zeros(1, *shape)).shape[1])
             self.torso = nn.Sequential(cnn, _init(nn.Linear(flat, cnn_features)), nn.ReLU())
