@@ -16,9 +16,10 @@ from typing import Literal
 
 from torch import nn
 
-__all__ = ["CNN_TORSOS", "TorsoName", "cnn_torso", "resolve_torso"]
+__all__ = ["CNN_TORSOS", "BuiltTorso", "TorsoName", "cnn_torso", "resolve_torso"]
 
 TorsoName = Literal["auto", "small_cnn", "nature_cnn", "cell_cnn", "mlp"]
+BuiltTorso = Literal["small_cnn", "nature_cnn", "cell_cnn", "mlp"]
 
 # (output channels, kernel, stride, padding) of each convolution.
 _LAYERS: dict[str, list[tuple[int, int, int, int]]] = {
@@ -34,7 +35,7 @@ _SMALLEST = {"small_cnn": 8, "nature_cnn": 36, "cell_cnn": 4}
 CNN_TORSOS: frozenset[str] = frozenset(_LAYERS)
 
 
-def resolve_torso(torso: TorsoName, shape: Sequence[int]) -> str:
+def resolve_torso(torso: TorsoName, shape: Sequence[int]) -> BuiltTorso:
     """The torso to build for observations of `shape` (`auto`: `small_cnn` for images,
     `mlp` for vectors); a CNN for a shape it cannot take raises ValueError."""
     if torso == "auto":
