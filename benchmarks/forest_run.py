@@ -364,13 +364,20 @@ def main() -> None:
             f"per demonstration, {made['seconds'] / 60:.1f} min in all",
             flush=True,
         )
-    results: dict[str, list[dict[str, Any]]] = {}
+    # Each call adds its runs to the file's, replacing a variant's row of the same seed, so
+    # that seeds run by separate calls (one a session) are summed up together.
+    results_file = args.out / "results.json"
+    results: dict[str, list[dict[str, Any]]] = (
+        json.loads(results_file.read_text()) if results_file.exists() else {}
+    )
     for name in variants:
         for seed in args.seeds:
             run_dir, summary = train(name, seed, args.minutes, demos, args.out)
             games = play_games(run_dir)
             row = {"seed": seed, "run_dir": str(run_dir), "summary": summary, **games}
-            results.setdefault(name, []).append(row)
+            rows = [r for r in results.get(name, []) if r["seed"] != seed] + [row]
+            results[name] = sorted(rows, key=lambda r: int(r["seed"]))
+            results_file.write_text(json.dumps(results, indent=2, default=str))
             first = summary.get("first_win")
             print(
                 f"{name:<20} seed {seed}: {summary['steps']:>8,} steps, win rate "
@@ -379,10 +386,10 @@ def main() -> None:
                 + (f"{first['seconds'] / 60:.1f} min" if first else "none"),
                 flush=True,
             )
-    (args.out / "results.json").write_text(json.dumps(results, indent=2, default=str))
     plotted = plot(args.out)
     print(f"\n{'variant':<20} {'win rate':>9} {'no loss':>8} {'sector':>7}  first win")
-    for name, rows in results.items():
+    for name in variants:
+        rows = results[name]
         firsts = [r["summary"].get("first_win") for r in rows]
         first = [f["seconds"] / 60 for f in firsts if f]
         print(
