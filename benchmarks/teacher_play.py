@@ -11,8 +11,8 @@ games of GAME (default forest_run) from fresh starts, each action drawn from its
 `distill` draws it while beta lets the teacher act; games run in `--workers` processes.
 For each horizon it prints the share of games won and won with no life lost, the lives
 lost a game, how many of those followed a state on which the teacher already saw no safe
-move (a trap entered earlier), and a label's milliseconds and emulator steps, with the
-cost against the first horizon's.
+move (a trap entered earlier, or a search cut short by `--budget`, counted apart), and a
+label's milliseconds and emulator steps, with the cost against the first horizon's.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ class Game:
     lives_lost: int
     trapped: int
     """Lives lost right after a label that found no move safe."""
+    cut_short: int
+    """... of them, after a label whose search ran out of `verify_budget` steps."""
     labels: int
     seconds: float
     simulated_steps: int
@@ -49,7 +51,8 @@ def play(game_name: str, settings: DistillSettings, seed: int) -> Game:
     rng = np.random.default_rng(seed)
     session.reset(seed)
     lives = session.values.get("lives")
-    lost = trapped = labels = 0
+    lost = trapped = cut_short = labels = 0
+    budget = settings.verify_budget
     seconds = 0.0
     while True:
         started = time.perf_counter()
@@ -60,12 +63,17 @@ def play(game_name: str, settings: DistillSettings, seed: int) -> Game:
         now = step.values.get("lives")
         if lives is not None and now is not None and now < lives:
             lost += lives - now
-            trapped += (lives - now) * bool(label.lives_lost.min() > 0)
+            if label.lives_lost.min() > 0:
+                trapped += lives - now
+                # The held steps come first; the searches share the budget after them.
+                cut_short += (lives - now) * (label.simulated_steps >= budget)
         lives = now
         if step.outcome is not None:
             if step.outcome == "loss" and lives is None:
                 lost += 1
-            return Game(step.outcome, lost, trapped, labels, seconds, teacher.simulated_steps)
+            return Game(
+                step.outcome, lost, trapped, cut_short, labels, seconds, teacher.simulated_steps
+            )
 
 
 def main() -> None:
@@ -105,8 +113,10 @@ def main() -> None:
                 f"{args.games} games ({time.monotonic() - started:.0f} s), won {won} "
                 f"({won / args.games:.0%}), {clean} with no life lost ({clean / args.games:.0%}); "
                 f"{lost / args.games:.2f} lives lost a game, {sum(g.trapped for g in games)} of "
-                f"the {lost} after a state with no safe move; {ms:.0f} ms and {steps:.0f} "
-                f"emulator steps a label ({ms / base_ms:.2f}x the first horizon's)",
+                f"the {lost} after a state with no safe move "
+                f"({sum(g.cut_short for g in games)} with the search cut short by the budget); "
+                f"{ms:.0f} ms and {steps:.0f} emulator steps a label "
+                f"({ms / base_ms:.2f}x the first horizon's)",
                 flush=True,
             )
 
