@@ -43,6 +43,13 @@ class RunLabels:
     def critical(self) -> npt.NDArray[np.bool_]:
         return np.asarray(self.saved["critical"])
 
+    def split(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The training rows, the held-out rows, and the chance of each training row being
+        drawn into a minibatch (critical states weighted as the run weights them)."""
+        train = np.flatnonzero(~self.held_out)
+        weights = np.where(self.critical[train], self.config.distill.critical_weight, 1.0)
+        return train, np.flatnonzero(self.held_out), weights / weights.sum()
+
     def observations(self, rows: npt.NDArray[np.int64]) -> torch.Tensor:
         """The stored observations of `rows`, as the env gave them (unpacked 0/255 bits)."""
         if "observation_bits" in self.saved:

@@ -62,12 +62,7 @@ def main() -> None:
     settings = config.distill
     targets_np = labels.targets
     targets = torch.from_numpy(targets_np)
-    held_out, critical = labels.held_out, labels.critical
-
-    train = np.flatnonzero(~held_out)
-    test = np.flatnonzero(held_out)
-    weights = np.where(critical[train], settings.critical_weight, 1.0)
-    weights /= weights.sum()
+    train, test, weights = labels.split()
     print(
         f"{args.run_dir}: {len(train):,} training labels, {len(test):,} held out "
         f"({int((targets_np[test] <= 0).any(axis=1).sum()):,} critical); action mirror "
