@@ -50,6 +50,16 @@ class RunLabels:
         weights = np.where(self.critical[train], self.config.distill.critical_weight, 1.0)
         return train, np.flatnonzero(self.held_out), weights / weights.sum()
 
+    def describe(self, run_dir: Path) -> str:
+        """`run_dir`, and how many labels it has for training and held out (how many of
+        those critical: some action loses a life, another does not)."""
+        train, test, _ = self.split()
+        critical = int((self.targets[test] <= 0).any(axis=1).sum())
+        return (
+            f"{run_dir}: {len(train):,} training labels, {len(test):,} held out "
+            f"({critical:,} critical)"
+        )
+
     def observations(self, rows: npt.NDArray[np.int64]) -> torch.Tensor:
         """The stored observations of `rows`, as the env gave them (unpacked 0/255 bits)."""
         if "observation_bits" in self.saved:

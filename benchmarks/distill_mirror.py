@@ -64,9 +64,7 @@ def main() -> None:
     targets = torch.from_numpy(targets_np)
     train, test, weights = labels.split()
     print(
-        f"{args.run_dir}: {len(train):,} training labels, {len(test):,} held out "
-        f"({int((targets_np[test] <= 0).any(axis=1).sum()):,} critical); action mirror "
-        f"{permutation}; "
+        f"{labels.describe(args.run_dir)}; action mirror {permutation}; "
         f"{args.updates:,} updates of {settings.batch_size}",
         flush=True,
     )

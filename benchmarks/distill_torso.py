@@ -42,9 +42,8 @@ def main() -> None:
     targets = torch.from_numpy(targets_np)
     train, test, weights = labels.split()
     print(
-        f"{args.run_dir}: {len(train):,} training labels, {len(test):,} held out "
-        f"({int((targets_np[test] <= 0).any(axis=1).sum()):,} critical); observations "
-        f"{shape}; {args.updates:,} updates of {settings.batch_size}",
+        f"{labels.describe(args.run_dir)}; observations {shape}; {args.updates:,} updates "
+        f"of {settings.batch_size}",
         flush=True,
     )
     unsafe: dict[str, list[float]] = {torso: [] for torso in args.torsos}
