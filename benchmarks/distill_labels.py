@@ -3,6 +3,8 @@ and score of a student fitted on them offline (`distill_replay.py`, `distill_mir
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,13 @@ class RunLabels:
             f"({critical:,} critical)"
         )
 
+    def held_out_safe_rate(self, model: PPOModel, run_dir: Path) -> float:
+        """`safe_rate` on the held-out rows (exits with a message where none is critical)."""
+        safe = self.safe_rate(model, self.split()[1])
+        if safe is None:
+            raise SystemExit(f"{run_dir}: no held-out critical state")
+        return safe
+
     def observations(self, rows: npt.NDArray[np.int64]) -> torch.Tensor:
         """The stored observations of `rows`, as the env gave them (unpacked 0/255 bits)."""
         if "observation_bits" in self.saved:
@@ -75,6 +84,43 @@ class RunLabels:
         chunks = [rows[i : i + 512] for i in range(0, len(rows), 512)]
         actions = torch.cat([model.greedy_actions(self.observations(c)) for c in chunks])
         return safe_choice_rate(self.targets[rows], actions.numpy())
+
+
+Augment = Callable[
+    [np.random.Generator, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]
+]
+"""Changes a minibatch (observations, targets) before the update, drawing from the fit's rng."""
+
+
+def fit_student(
+    labels: RunLabels,
+    config: DistillExperimentConfiguration,
+    updates: int,
+    seed: int,
+    augment: Augment | None = None,
+) -> tuple[PPOModel, float]:
+    """A fresh student of `config`'s architecture trained on `labels`' training rows with
+    the run's loss, optimiser and minibatch size (`RunLabels.split`'s weights), for
+    `updates` updates; with the seconds spent in the updates themselves."""
+    from oakemu_rl.experiments.distill_experiment import DistillExperiment
+
+    settings = config.distill
+    train, _, weights = labels.split()
+    targets = torch.from_numpy(labels.targets)
+    torch.manual_seed(seed)
+    model = DistillExperiment.build_model(config, labels.shape, targets.shape[1])
+    optimizer = torch.optim.Adam(model.parameters(), settings.learning_rate, eps=settings.adam_eps)
+    rng = np.random.default_rng(seed)
+    seconds = 0.0
+    for _ in range(updates):
+        batch = rng.choice(train, settings.batch_size, p=weights)
+        inputs, wanted = labels.observations(batch), targets[batch]
+        if augment is not None:
+            inputs, wanted = augment(rng, inputs, wanted)
+        started = time.perf_counter()
+        update(model, optimizer, inputs, wanted, settings.max_grad_norm)
+        seconds += time.perf_counter() - started
+    return model, seconds
 
 
 def update(

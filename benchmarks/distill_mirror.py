@@ -29,8 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from distill_labels import load_run_labels, update
-from oakemu_rl.experiments.distill_experiment import DistillExperiment
+from distill_labels import Augment, fit_student, load_run_labels
 from oakemu_rl.games.loader import GameDefinition
 
 
@@ -57,39 +56,36 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     args = parser.parse_args()
     labels = load_run_labels(args.run_dir)
-    config, shape, observations = labels.config, labels.shape, labels.observations
+    config = labels.config
     permutation = mirror_permutation(labels.game, *args.swap)
-    settings = config.distill
-    targets_np = labels.targets
-    targets = torch.from_numpy(targets_np)
-    train, test, weights = labels.split()
     print(
         f"{labels.describe(args.run_dir)}; action mirror {permutation}; "
-        f"{args.updates:,} updates of {settings.batch_size}",
+        f"{args.updates:,} updates of {config.distill.batch_size}",
         flush=True,
     )
+
+    def mirror(share: float) -> Augment:
+        """Each minibatch state flipped left to right with chance `share`, its target's
+        actions swapped by `permutation`."""
+
+        def augment(
+            rng: np.random.Generator, inputs: torch.Tensor, wanted: torch.Tensor
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            flip = torch.from_numpy(rng.random(len(inputs)) < share)
+            if flip.any():
+                inputs[flip] = inputs[flip].flip(-1)
+                wanted = torch.where(flip[:, None], wanted[:, permutation], wanted)
+            return inputs, wanted
+
+        return augment
+
     mirror_share = {"plain": 0.0, "mirrored": 1.0, "both": 0.5}
     results: dict[str, list[float]] = {name: [] for name in mirror_share}
     for seed in args.seeds:
         for name, share in mirror_share.items():
-            torch.manual_seed(seed)
-            model = DistillExperiment.build_model(config, shape, targets_np.shape[1])
-            optimizer = torch.optim.Adam(
-                model.parameters(), settings.learning_rate, eps=settings.adam_eps
-            )
-            rng = np.random.default_rng(seed)
             started = time.monotonic()
-            for _ in range(args.updates):
-                batch = rng.choice(train, settings.batch_size, p=weights)
-                inputs, wanted = observations(batch), targets[batch]
-                flip = torch.from_numpy(rng.random(len(batch)) < share)
-                if flip.any():
-                    inputs[flip] = inputs[flip].flip(-1)
-                    wanted = torch.where(flip[:, None], wanted[:, permutation], wanted)
-                update(model, optimizer, inputs, wanted, settings.max_grad_norm)
-            safe = labels.safe_rate(model, test)
-            if safe is None:
-                raise SystemExit(f"{args.run_dir}: no held-out critical state")
+            model, _ = fit_student(labels, config, args.updates, seed, mirror(share))
+            safe = labels.held_out_safe_rate(model, args.run_dir)
             results[name].append(safe)
             print(
                 f"seed {seed} {name:>8}: a safe move on {safe:.2%} of held-out critical "

@@ -21,8 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from distill_labels import load_run_labels, update
-from oakemu_rl.experiments.distill_experiment import DistillExperiment
+from distill_labels import fit_student, load_run_labels
 from oakemu_rl.runtime.torsos import CNN_TORSOS
 
 
@@ -38,9 +37,7 @@ def main() -> None:
     labels = load_run_labels(args.run_dir)
     config, shape, observations = labels.config, labels.shape, labels.observations
     settings = config.distill
-    targets_np = labels.targets
-    targets = torch.from_numpy(targets_np)
-    train, test, weights = labels.split()
+    test = labels.split()[1]
     print(
         f"{labels.describe(args.run_dir)}; observations {shape}; {args.updates:,} updates "
         f"of {settings.batch_size}",
@@ -54,19 +51,7 @@ def main() -> None:
             torso_config = config.model_copy(
                 update={"model": config.model.model_copy(update={"torso": torso})}
             )
-            torch.manual_seed(seed)
-            model = DistillExperiment.build_model(torso_config, shape, targets_np.shape[1])
-            optimizer = torch.optim.Adam(
-                model.parameters(), settings.learning_rate, eps=settings.adam_eps
-            )
-            rng = np.random.default_rng(seed)
-            training_s = 0.0
-            for _ in range(args.updates):
-                batch = rng.choice(train, settings.batch_size, p=weights)
-                inputs, wanted = observations(batch), targets[batch]
-                started = time.perf_counter()
-                update(model, optimizer, inputs, wanted, settings.max_grad_norm)
-                training_s += time.perf_counter() - started
+            model, training_s = fit_student(labels, torso_config, args.updates, seed)
             update_ms[torso].append(1000 * training_s / args.updates)
             one = observations(test[:1])
             with torch.no_grad():
@@ -74,9 +59,7 @@ def main() -> None:
                 for _ in range(100):
                     model.greedy_actions(one)
                 forward_ms[torso] = 10 * (time.perf_counter() - started)
-            safe = labels.safe_rate(model, test)
-            if safe is None:
-                raise SystemExit(f"{args.run_dir}: no held-out critical state")
+            safe = labels.held_out_safe_rate(model, args.run_dir)
             unsafe[torso].append(1.0 - safe)
             print(
                 f"seed {seed} {torso:>10}: unsafe on {1.0 - safe:.2%} of held-out critical "
