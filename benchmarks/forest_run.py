@@ -52,6 +52,11 @@ Variants:
                           states saved along earlier ones, the later sectors drawn most
                           (a restart pool by progress), so the fast last sectors, short
                           in steps, are not thin in the dataset
+    distill+safety+intervene+refit+late+situation  ... with the teacher's searches
+                          remembering failures by the YAML's situation (`distill.prune:
+                          situation`), so a move that differs from one searched only by a
+                          shot is not searched again: alone, this teacher keeps all its
+                          lives in more games, its searches seldom cut short
     distill+margin+intervene  ... with the teacher that weights each safe move by the room
                           it leaves (`distill.search: margin`), so the student learns to
                           keep away from the spots where one wrong move loses a life
@@ -200,6 +205,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "distill+safety+intervene+refit+late": (
         "distill",
         DISTILL | {"distill": REFIT} | LATE_RESTARTS,
+        False,
+    ),
+    "distill+safety+intervene+refit+late+situation": (
+        "distill",
+        DISTILL | {"distill": REFIT | {"prune": "situation"}} | LATE_RESTARTS,
         False,
     ),
     "distill+margin+intervene": (

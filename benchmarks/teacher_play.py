@@ -82,6 +82,7 @@ def main() -> None:
     parser.add_argument("--search", choices=["safety", "margin", "beam"], default="safety")
     parser.add_argument("--horizons", type=int, nargs="+", default=[12, 24])
     parser.add_argument("--budget", type=int, default=2_000, help="distill.verify_budget")
+    parser.add_argument("--prune", choices=["state", "situation"], default="state")
     parser.add_argument("--games", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=5_000)
@@ -90,7 +91,7 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers) as pool:
         for horizon in args.horizons:
             settings = DistillSettings(
-                search=args.search, horizon=horizon, verify_budget=args.budget
+                search=args.search, horizon=horizon, verify_budget=args.budget, prune=args.prune
             )
             started = time.monotonic()
             games = list(
@@ -109,7 +110,8 @@ def main() -> None:
             clean = sum(g.outcome == "win" and g.lives_lost == 0 for g in games)
             lost = sum(g.lives_lost for g in games)
             print(
-                f"{args.search} teacher, horizon {horizon}, budget {args.budget}: "
+                f"{args.search} teacher, horizon {horizon}, budget {args.budget}, prune "
+                f"{args.prune}: "
                 f"{args.games} games ({time.monotonic() - started:.0f} s), won {won} "
                 f"({won / args.games:.0%}), {clean} with no life lost ({clean / args.games:.0%}); "
                 f"{lost / args.games:.2f} lives lost a game, {sum(g.trapped for g in games)} of "

@@ -246,6 +246,12 @@ def test_the_configuration_refuses_what_distill_cannot_do() -> None:
         {"distill": {"temperature_scale": "spread", "temperature": 0.25}}
     ).distill.teacher_settings()
     assert (spread.temperature_scale, spread.temperature) == ("spread", 0.25)
+    with pytest.raises(ConfigError, match=r"distill\.prune"):
+        DistillExperimentConfiguration.from_dict({"distill": {"prune": "screen"}})
+    situation = DistillExperimentConfiguration.from_dict(
+        {"distill": {"search": "safety", "prune": "situation"}}
+    ).distill.teacher_settings()
+    assert situation.prune == "situation"
     # A saved safety configuration (every field written out) loads back.
     safety = DistillExperimentConfiguration.from_dict({"distill": {"search": "safety"}})
     again = DistillExperimentConfiguration.from_dict(yaml.safe_load(safety.to_yaml()))

@@ -3,6 +3,8 @@ lost life over a safe move, and labelling leaves the env's own episode untouched
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 
 import numpy as np
@@ -142,12 +144,75 @@ def test_verification_finds_the_safe_futures_a_narrow_beam_prunes() -> None:
         # The safety search alone finds the same safe set, and spreads the target evenly.
         safety = SearchTeacher(game, TeacherSettings(horizon=14, search="safety")).label(state)
         assert (safety.lives_lost == 0).tolist() == safe, steps
+        by_situation = TeacherSettings(horizon=14, search="safety", prune="situation")
+        assert (SearchTeacher(game, by_situation).label(state).lives_lost == 0).tolist() == safe
         if any(safe):
             np.testing.assert_allclose(safety.target, np.array(safe) / sum(safe), rtol=1e-6)
         steps_taken["safety"] += safety.simulated_steps
         steps_taken["beam"] += verified.simulated_steps
     assert pruned > 0, "the beam pruned no safe future: the test checks nothing"
     assert steps_taken["safety"] < steps_taken["beam"] / 2  # measured: about 1/6
+
+
+@functools.cache
+def _forest_run_critical_states(count: int) -> list[bytes]:
+    """The first `count` states of a forest_run game (seed 3, sector 1) on which some move
+    loses a life, each move the first safe one of an exact safety label."""
+    game = load_game("forest_run")
+    exact = SearchTeacher(game, TeacherSettings(horizon=12, search="safety", verify_budget=50_000))
+    session = GameSession(game)
+    session.reset(3)
+    states = []
+    while len(states) < count:
+        state = session.save_state()
+        label = exact.label(state)
+        if not label.safe.all():
+            states.append(state)
+        assert session.step(label.best_action).outcome is None
+    return states
+
+
+def test_situation_pruning_finds_the_same_safe_moves_in_fewer_steps() -> None:
+    """forest_run's SPACE fires a shot: moves with and without it reach states that differ
+    only in the shot, which the YAML does not name. Remembering failures by situation
+    searches them once: the same safe moves as the exact search, for fewer steps."""
+    game = load_game("forest_run")
+    exact = TeacherSettings(horizon=12, search="safety", verify_budget=50_000)
+    by_state = SearchTeacher(game, exact)
+    by_situation = SearchTeacher(game, dataclasses.replace(exact, prune="situation"))
+    steps = {"state": 0, "situation": 0}
+    for state in _forest_run_critical_states(40):
+        exact, merged = by_state.label(state), by_situation.label(state)
+        assert merged.safe.tolist() == exact.safe.tolist()
+        steps["state"] += exact.simulated_steps
+        steps["situation"] += merged.simulated_steps
+    assert steps["situation"] < 0.7 * steps["state"], steps
+
+
+def test_a_search_cut_short_favours_the_moves_that_got_furthest() -> None:
+    """With a budget far too small to finish any search (12 steps for 6 moves), the target
+    still goes to the moves whose paths lasted longest, not evenly over every move: never
+    to one that crashes in its first step, and seldom to one the full search finds
+    unsafe."""
+    game = load_game("forest_run")
+    tiny = SearchTeacher(game, TeacherSettings(horizon=12, search="safety", verify_budget=12))
+    full = SearchTeacher(game, TeacherSettings(horizon=12, search="safety", verify_budget=50_000))
+    session = GameSession(game)
+    unsafe_mass = []
+    crashing_at_once = 0
+    for state in _forest_run_critical_states(40):
+        label, truth = tiny.label(state), full.label(state)
+        assert label.lives_lost.min() > 0  # nothing was found: the budget is all used
+        for action in range(game.num_actions):
+            session.reset_to_state(state)
+            lives = session.values["lives"]
+            session.step(action)
+            if session.values["lives"] < lives:
+                crashing_at_once += 1
+                assert label.target[action] == 0
+        unsafe_mass.append(label.target[~truth.safe].sum())
+    assert crashing_at_once > 0, "no move crashed at once: the test checks little"
+    assert np.mean(unsafe_mass) < 0.1, np.mean(unsafe_mass)
 
 
 def _after(session: GameSession, state: bytes, actions: tuple[int, ...]) -> bytes | None:

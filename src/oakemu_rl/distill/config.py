@@ -89,6 +89,17 @@ class DistillSettings(_Section):
         "combination costs a search: the checks share one more verify_budget. At most 1,024 "
         "combinations; an empty range or more is refused.",
     )
+    prune: Literal["state", "situation"] = Field(
+        "state",
+        description="Teacher: what its depth-first searches remember a failed state by. "
+        "'state': the whole machine state (exact: only the very same state is not searched "
+        "again); 'situation': the game YAML's variables besides the scored ones, at the same "
+        "step and with the same lives lost, so moves that differ only in what the YAML does "
+        "not name (a shot fired, a score) are searched once. Far fewer emulator steps where "
+        "the YAML names what decides survival (a position): on forest_run, fewer searches "
+        "cut short by verify_budget. A wrong merge can only make a move look unsafe, never "
+        "safe: a safe verdict is always a path the emulator played.",
+    )
     beta_start: float = Field(
         1.0,
         ge=0,
@@ -200,6 +211,7 @@ class DistillSettings(_Section):
             verify_budget=self.verify_budget,
             search=self.search,
             hidden=tuple((name, low, high) for name, (low, high) in self.hidden.items()),
+            prune=self.prune,
         )
 
     @model_validator(mode="after")

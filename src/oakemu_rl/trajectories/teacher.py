@@ -108,6 +108,14 @@ class TeacherSettings:
             where some action loses a life, a safe action that is unsafe with any other
             combination of their values counts as unsafe (one more `verify_budget` for
             those checks).
+        prune: what the depth-first searches remember a failure by. "state": the whole
+            machine state, so only the very same state is not searched twice (exact);
+            "situation": the game's variables besides the scored ones, at the same step
+            and with the same lives lost, so a move that differs from one already searched
+            only in what the YAML does not name (a shot fired, a score) is not searched
+            again. Far fewer steps where the YAML names what decides survival (a
+            position); a state wrongly merged can only make an action look unsafe, never
+            safe, since a safe verdict is always a real path.
     """
 
     horizon: int = 12
@@ -118,6 +126,7 @@ class TeacherSettings:
     verify_budget: int = 2000
     search: Literal["beam", "safety", "margin"] = "beam"
     hidden: tuple[tuple[str, int | str, int | str], ...] = ()
+    prune: Literal["state", "situation"] = "state"
 
     def __post_init__(self) -> None:
         for name in ("width", "hold"):
@@ -138,6 +147,8 @@ class TeacherSettings:
             raise ValueError(
                 f"teacher search must be 'beam', 'safety' or 'margin', got {self.search!r}"
             )
+        if self.prune not in ("state", "situation"):
+            raise ValueError(f"teacher prune must be 'state' or 'situation', got {self.prune!r}")
 
     def cost(self, num_actions: int) -> int:
         """The most emulator steps one label can take."""
@@ -290,6 +301,7 @@ class SearchTeacher:
         self.settings.check_hidden(game, self.session)
         self.simulated_steps = 0
         """Emulator steps taken by every label so far."""
+        self._closest = 0  # the fewest steps left that a depth-first path reached
 
     def _lives(self) -> int | None:
         return self.session.values.get("lives") if self._has_lives else None
@@ -375,11 +387,16 @@ class SearchTeacher:
                 self._advance(root, action, self.settings.hold, 0)
                 for action in range(self.num_actions)
             ]
-            lives_lost, returns, won = self._safe_paths(firsts)
+            lives_lost, returns, won, reach = self._safe_paths(firsts)
             if self.settings.hidden:
                 self._unsafe_if_hidden_differs(state, lives_lost)
             # Every action that keeps the fewest lives is equally good: the target is even.
-            returns_seen = np.where(won, WIN_BONUS, 0.0)
+            # Where the budget ran out before any path was found, the moves that got
+            # furthest share it instead: the others were seen to fail sooner.
+            furthest = reach[lives_lost == lives_lost.min()].max()
+            returns_seen = np.where(won, WIN_BONUS, 0.0) + np.where(
+                reach == furthest, 0.0, -WIN_BONUS
+            )
             target = soft_target(lives_lost, returns_seen, self.settings.temperature)
             if self.settings.search == "margin":
                 room = self._room(firsts, lives_lost)
@@ -421,7 +438,7 @@ class SearchTeacher:
             self.session.reset_to_state(variant)
             root = _Path(variant, self._lives(), 0, 0.0, 0)
             survives = np.zeros(self.num_actions, dtype=bool)
-            failed: dict[bytes, int] = {}
+            failed: dict[object, int] = {}
             for action in candidates:
                 first = self._advance(root, int(action), self.settings.hold, 0)
                 path = self._depth_first(first, self.settings.horizon, allowed, failed, end)
@@ -446,33 +463,57 @@ class SearchTeacher:
 
     def _safe_paths(
         self, firsts: list[_Path]
-    ) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+    ) -> tuple[
+        npt.NDArray[np.int16], npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.int32]
+    ]:
         """Depth first, for each action (`firsts`: the root with it held), a path of
         `horizon` steps after it that loses no more lives than the held step of the best
         action did; where no action has one, one that loses a life more, and so on (three
-        tries). Each action's search ends at its first such path; all of them share
-        `verify_budget` steps, and an action with no path found counts as losing one life
-        more than the actions with one (the target is even over all actions when none has
-        one)."""
+        tries). Each action's search ends at its first such path. They share
+        `verify_budget` steps fairly: each action in turn gets an even share of what is
+        left, then the actions whose share ran out go on with what the others left. An
+        action with no path found counts as losing one life more than the actions with
+        one. Also returned, per action: how many steps after it its furthest path got
+        without losing more (`horizon` where a path was found), so that where the budget
+        runs out before any path is found the target can still favour the moves that got
+        furthest."""
         settings = self.settings
         lives_lost, returns, won = self._outcomes()
+        reach = np.full(self.num_actions, -1, dtype=np.int32)
         end = self.simulated_steps + settings.verify_budget
         fewest = min(path.lives_lost for path in firsts)
         allowed = fewest
         for allowed in range(fewest, fewest + 3):
-            failed: dict[bytes, int] = {}  # what failed under one allowance only
-            for action, first in enumerate(firsts):
-                found = self._depth_first(first, settings.horizon, allowed, failed, end)
-                if found is not None:
-                    lives_lost[action] = found.lives_lost
-                    returns[action] = found.episode_return
-                    won[action] = found.ended == "win"
+            failed: dict[object, int] = {}  # what failed under one allowance only
+            reach[:] = -1
+            pending = list(range(self.num_actions))
+            for _ in range(2):  # even shares, then the leftovers for those cut short
+                cut_short = []
+                for index, action in enumerate(pending):
+                    share_end = self.simulated_steps + (end - self.simulated_steps) // (
+                        len(pending) - index
+                    )
+                    self._closest = settings.horizon - int(reach[action])
+                    found = self._depth_first(
+                        firsts[action], settings.horizon, allowed, failed, share_end
+                    )
+                    reach[action] = settings.horizon - self._closest
+                    if found is not None:
+                        lives_lost[action] = found.lives_lost
+                        returns[action] = found.episode_return
+                        won[action] = found.ended == "win"
+                        reach[action] = settings.horizon
+                    elif self.simulated_steps >= share_end:
+                        cut_short.append(action)
+                pending = cut_short
+                if not pending or self.simulated_steps >= end:
+                    break
             if (lives_lost <= allowed).any() or self.simulated_steps >= end:
                 break
         unresolved = ~np.isfinite(returns)
         lives_lost[unresolved] = allowed + 1
         returns[unresolved] = 0.0
-        return lives_lost, returns, won
+        return lives_lost, returns, won, reach
 
     def _room(
         self,
@@ -486,7 +527,7 @@ class SearchTeacher:
         allowed = int(lives_lost.min())
         end = self.simulated_steps + self.settings.verify_budget
         remaining = max(0, self.settings.horizon - 1)
-        failed: dict[bytes, int] = {}
+        failed: dict[object, int] = {}
         room = np.zeros(self.num_actions, dtype=np.float32)
         for action in np.flatnonzero(lives_lost == allowed):
             first = firsts[int(action)]
@@ -567,7 +608,7 @@ class SearchTeacher:
         the action's outcome (in place) where one is found."""
         allowed = int(lives_lost.min())
         budget_end = self.simulated_steps + self.settings.verify_budget
-        failed: dict[bytes, int] = {}
+        failed: dict[object, int] = {}
         for action in np.flatnonzero(lives_lost > allowed):
             if self.simulated_steps + self.settings.hold > budget_end:
                 return  # not even the action's held steps fit in what is left
@@ -579,17 +620,21 @@ class SearchTeacher:
                 won[action] = found.ended == "win"
 
     def _depth_first(
-        self, path: _Path, remaining: int, allowed: int, failed: dict[bytes, int], end: int
+        self, path: _Path, remaining: int, allowed: int, failed: dict[object, int], end: int
     ) -> _Path | None:
         """A path from `path` that goes on `remaining` steps (or wins) losing at most
         `allowed` lives in all; None when there is none or the steps run out at `end`.
-        `failed` maps states to the fewest remaining steps they were found to fail with
-        (a state's lives are in its memory, so lives lost so far agree)."""
+        `failed` maps what `settings.prune` remembers a state by to the fewest remaining
+        steps it was found to fail with (a state's lives are in its memory, so lives lost
+        so far agree). `_closest` is lowered to the fewest remaining steps any path
+        reached without losing more."""
         if path.lives_lost > allowed or path.ended == "loss":
             return None
+        self._closest = min(self._closest, remaining)
         if remaining == 0 or path.ended == "win":
             return path
-        if failed.get(path.state, remaining + 1) <= remaining:
+        key = self._memo_key(path, remaining)
+        if failed.get(key, remaining + 1) <= remaining:
             return None
         for action in range(self.num_actions):
             if self.simulated_steps >= end:
@@ -599,8 +644,16 @@ class SearchTeacher:
             if found is not None:
                 return found
         if self.simulated_steps < end:  # a search cut short proves nothing
-            failed[path.state] = remaining
+            failed[key] = remaining
         return None
+
+    def _memo_key(self, path: _Path, remaining: int) -> object:
+        """What a failed search from `path` is remembered by (`settings.prune`): the
+        machine state, or the situation at that step with the lives lost so far (every
+        search from one label starts at the same step, so `remaining` says which)."""
+        if self.settings.prune == "situation":
+            return (path.situation, path.lives_lost, remaining)
+        return path.state
 
 
 class TeacherLabels:
