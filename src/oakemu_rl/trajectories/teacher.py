@@ -25,6 +25,11 @@ in the YAML counts as much as one worth 10.
 With `search="safety"` there is no beam: each action gets the depth-first search alone,
 which ends at its first path that loses no more lives than the best action's, and the
 target is even over the actions that have one (about 1/5 of the beam's emulator steps).
+The actions share `verify_budget` fairly, and where it runs out before any safe path is
+found, the target goes to the actions whose paths got furthest. With `prune="situation"`
+the searches remember a failed state by the YAML's variables besides the scored ones
+rather than by its memory, so moves that differ only in what the YAML does not name (a
+shot fired) are searched once.
 `search="margin"` finds the same safe set, then weights each safe action by the room it
 leaves: how many of the actions one step after it still have such a future. A student
 that imitates it keeps away from the tight spots where only one move survives, so it
