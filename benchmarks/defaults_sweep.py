@@ -152,6 +152,21 @@ CANDIDATES: dict[str, dict[str, Any]] = {
         "env": AUTO,
         "rollback": {"watch_collapse": False},
     },
+    # The parts of BBF (Schwarzer et al. 2023) that a CPU can pay for: n-step returns
+    # annealed from 10 to 3, four times the updates per env step, and the network shrunk
+    # halfway to a fresh initialisation every 5,000 updates, so it keeps the plasticity to
+    # learn from a replay buffer that changes as the agent does.
+    "dqn/auto-bbf": {
+        "algo": "dqn",
+        "env": AUTO,
+        "replay": {"n_step": 3, "n_step_anneal": {"start": 10, "steps": 20_000}},
+        "exploration": {"decay_steps": 10_000, "epsilon_end": 0.01},
+        "learner": {
+            "replay_ratio": 1.0,
+            "target": {"period": 1000},
+            "shrink_perturb": {"every_updates": 5_000, "shrink": 0.5},
+        },
+    },
     # A lost life ends bootstrapping (DeepMind's episodic life); the episode goes on.
     "dqn/auto-episodic-life": {"algo": "dqn", "env": AUTO, "episodic_life": True},
     "ppo/auto-lr1e-3-episodic-life": {
