@@ -52,11 +52,12 @@ Variants:
                           states saved along earlier ones, the later sectors drawn most
                           (a restart pool by progress), so the fast last sectors, short
                           in steps, are not thin in the dataset
-    distill+safety+intervene+refit+late+situation  ... with the teacher's searches
-                          remembering failures by the YAML's situation (`distill.prune:
-                          situation`), so a move that differs from one searched only by a
-                          shot is not searched again: alone, this teacher keeps all its
-                          lives in more games, its searches seldom cut short
+    distill+safety+intervene+refit+late+situation-h16  ... with a teacher whose searches
+                          remember failures by the YAML's situation (`distill.prune:
+                          situation`: a move that differs from one searched only by a shot
+                          is not searched again), so that it can look 16 steps ahead
+                          instead of 12 for fewer emulator steps a label and see the traps
+                          that close beyond 12
     distill+margin+intervene  ... with the teacher that weights each safe move by the room
                           it leaves (`distill.search: margin`), so the student learns to
                           keep away from the spots where one wrong move loses a life
@@ -207,9 +208,9 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         DISTILL | {"distill": REFIT} | LATE_RESTARTS,
         False,
     ),
-    "distill+safety+intervene+refit+late+situation": (
+    "distill+safety+intervene+refit+late+situation-h16": (
         "distill",
-        DISTILL | {"distill": REFIT | {"prune": "situation"}} | LATE_RESTARTS,
+        DISTILL | {"distill": REFIT | {"prune": "situation", "horizon": 16}} | LATE_RESTARTS,
         False,
     ),
     "distill+margin+intervene": (
