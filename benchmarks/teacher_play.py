@@ -1,14 +1,15 @@
 """How well does the distill teacher itself play? Whole games, one per horizon setting.
 
     python benchmarks/teacher_play.py [GAME] [--search safety] [--horizons 12 24]
-        [--budget 2000] [--games 8] [--workers 2]
+        [--budget 2000] [--prune state|situation] [--games 8] [--workers 2] [--seed 5000]
 
 A distilled student can at best play as its teacher: where the teacher's lookahead is too
 short to see a trap (every move survives `horizon` steps, none survives the ones after),
 its labels lead into it, and a student that imitates them perfectly still loses the life.
-The teacher (`distill.search`, `distill.horizon`, `distill.verify_budget`) plays `--games`
-games of GAME (default forest_run) from fresh starts, each action drawn from its target as
-`distill` draws it while beta lets the teacher act; games run in `--workers` processes.
+The teacher (`distill.search`, `distill.horizon`, `distill.verify_budget`, `distill.prune`)
+plays `--games` games of GAME (default forest_run) from the fresh starts of seeds `--seed`
+on, each action drawn from its target as `distill` draws it while beta lets the teacher
+act; games run in `--workers` processes.
 For each horizon it prints the share of games won and won with no life lost, the lives
 lost a game, how many of those followed a state on which the teacher already saw no safe
 move (a trap entered earlier, or a search cut short by `--budget`, counted apart), and a
