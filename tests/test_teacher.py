@@ -177,9 +177,9 @@ def test_situation_pruning_finds_the_same_safe_moves_in_fewer_steps() -> None:
     only in the shot, which the YAML does not name. Remembering failures by situation
     searches them once: the same safe moves as the exact search, for fewer steps."""
     game = load_game("forest_run")
-    exact = TeacherSettings(horizon=12, search="safety", verify_budget=50_000)
-    by_state = SearchTeacher(game, exact)
-    by_situation = SearchTeacher(game, dataclasses.replace(exact, prune="situation"))
+    settings = TeacherSettings(horizon=12, search="safety", verify_budget=50_000)
+    by_state = SearchTeacher(game, settings)
+    by_situation = SearchTeacher(game, dataclasses.replace(settings, prune="situation"))
     steps = {"state": 0, "situation": 0}
     for state in _forest_run_critical_states(40):
         exact, merged = by_state.label(state), by_situation.label(state)
