@@ -91,6 +91,9 @@ Augment = Callable[
 ]
 """Changes a minibatch (observations, targets) before the update, drawing from the fit's rng."""
 
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""The student's loss on (logits, targets)."""
+
 
 def fit_student(
     labels: RunLabels,
@@ -98,6 +101,7 @@ def fit_student(
     updates: int,
     seed: int,
     augment: Augment | None = None,
+    loss: Loss = soft_cross_entropy,
 ) -> tuple[PPOModel, float]:
     """A fresh student of `config`'s architecture trained on `labels`' training rows with
     the run's loss, optimiser and minibatch size (`RunLabels.split`'s weights), for
@@ -118,7 +122,7 @@ def fit_student(
         if augment is not None:
             inputs, wanted = augment(rng, inputs, wanted)
         started = time.perf_counter()
-        update(model, optimizer, inputs, wanted, settings.max_grad_norm)
+        update(model, optimizer, inputs, wanted, settings.max_grad_norm, loss)
         seconds += time.perf_counter() - started
     return model, seconds
 
@@ -129,9 +133,10 @@ def update(
     observations: torch.Tensor,
     targets: torch.Tensor,
     max_grad_norm: float,
+    loss_of: Loss = soft_cross_entropy,
 ) -> None:
-    """One step of the run's update: soft cross-entropy, gradients clipped, Adam."""
-    loss = soft_cross_entropy(model(observations), targets)
+    """One step of the run's update: its loss (soft cross-entropy), gradients clipped, Adam."""
+    loss = loss_of(model(observations), targets)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()  # type: ignore[no-untyped-call]
     nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)

@@ -23,6 +23,7 @@ from oakemu_rl.distill import (
     DistillDataset,
     DistillExperimentConfiguration,
     safe_choice_rate,
+    safe_set_nll,
     soft_cross_entropy,
 )
 from oakemu_rl.dqn.config import DQNExperimentConfiguration
@@ -75,6 +76,32 @@ def test_soft_cross_entropy_matches_a_hand_computation() -> None:
     assert float(soft_cross_entropy(masked, torch.tensor([[0.5, 0.5, 0.0]]))) == pytest.approx(
         math.log(2), rel=1e-6
     )
+
+
+def test_the_safe_set_loss_asks_only_for_mass_on_the_allowed_actions() -> None:
+    logits = torch.tensor([[1.0, 2.0, 0.0], [0.5, -1.0, 3.0]])
+    targets = torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])
+    expected = []
+    for row, target in zip(logits.tolist(), targets.tolist(), strict=True):
+        probs = [math.exp(x) / sum(math.exp(y) for y in row) for x in row]
+        expected.append(-math.log(sum(p for p, t in zip(probs, target, strict=True) if t > 0)))
+    assert float(safe_set_nll(logits, targets)) == pytest.approx(sum(expected) / 2, rel=1e-6)
+    weighted = safe_set_nll(logits, targets, torch.tensor([3.0, 1.0]))
+    assert float(weighted) == pytest.approx((3 * expected[0] + expected[1]) / 4, rel=1e-6)
+    # All the mass on one allowed action is as good as the target's split; cross-entropy
+    # asks for the split.
+    one = torch.tensor([[0.0, 30.0, 0.0]])
+    split = torch.tensor([[0.0, 0.5, 0.5]])
+    assert float(safe_set_nll(one, split)) == pytest.approx(0.0, abs=1e-6)
+    assert float(soft_cross_entropy(one, split)) > 10
+    # A row where every action is allowed (no life at stake) teaches nothing.
+    assert float(safe_set_nll(logits[:1], torch.full((1, 3), 1 / 3))) == pytest.approx(0, abs=1e-6)
+    with pytest.raises(ConfigError, match="search: beam's weights among them would do nothing"):
+        DistillExperimentConfiguration.from_dict({"distill": {"loss": "safe_set"}})
+    safe_set = DistillExperimentConfiguration.from_dict(
+        {"distill": {"search": "safety", "loss": "safe_set"}}
+    )
+    assert safe_set.distill.loss == "safe_set"
 
 
 def test_the_safe_choice_rate_counts_only_states_where_a_life_is_at_stake() -> None:
@@ -408,6 +435,27 @@ def test_a_distill_run_resets_its_student_on_schedule(tmp_path: Path) -> None:
         torch.testing.assert_close(tensor, fresh.state_dict()[name], rtol=0, atol=0)
     with pytest.raises(ConfigError, match=r"set shrink_perturb\.every_updates too"):
         DistillExperimentConfiguration.from_dict({"distill": {"shrink_perturb": {"shrink": 0.0}}})
+
+
+def test_a_safe_set_run_trains_its_student_by_the_safe_set_loss(tmp_path: Path) -> None:
+    config = _cheap_config(
+        total_steps=30,
+        distill={"search": "safety", "loss": "safe_set", "width": 8},
+        checkpoint={"every_steps": 10**6},
+    )
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=_quiet)
+    experiment.run()
+    learner = experiment.learner
+    # The next update's minibatch, drawn from a copy of the learner's generator.
+    batch = learner.dataset.sample(config.distill.batch_size, copy.deepcopy(learner.rng))
+    assert batch is not None
+    with torch.no_grad():
+        logits = learner.model(torch.from_numpy(batch.observations))
+    targets = torch.from_numpy(batch.targets)
+    loss = learner.update()
+    assert loss is not None
+    assert float(loss) == pytest.approx(float(safe_set_nll(logits, targets)), rel=1e-5)
+    assert float(loss) != pytest.approx(float(soft_cross_entropy(logits, targets)), rel=1e-3)
 
 
 def test_beta_decay_steps_null_hands_the_play_to_the_student_within_the_budget(

@@ -140,6 +140,15 @@ class DistillSettings(_Section):
         256, ge=1, description="Labelled states in the dataset before the first update."
     )
     batch_size: int = Field(256, ge=1, description="Labelled states in each minibatch.")
+    loss: Literal["cross_entropy", "safe_set"] = Field(
+        "cross_entropy",
+        description="The student's loss. 'cross_entropy': matched to the teacher's soft "
+        "target, mass split as the target splits it; 'safe_set': the negative log of the "
+        "student's total mass on the actions the target allows, so it may put it all on one "
+        "of several safe moves (forest_run's moves come with and without SPACE: split six "
+        "ways, a small error lets an unsafe move be the most likely). Only with search: "
+        "safety, whose target says no more than which moves are safe.",
+    )
     learning_rate: float = Field(1e-3, gt=0, description="Adam learning rate.")
     adam_eps: float = Field(1e-5, gt=0, description="Adam epsilon.")
     updates_per_step: float = Field(
@@ -228,6 +237,16 @@ class DistillSettings(_Section):
             raise ValueError(
                 f"distill.{beam_only[0]} is a setting of the beam search; search: "
                 f"{self.search} does not use it (leave it out, or set search: beam)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _loss_reads_what_the_target_says(self) -> DistillSettings:
+        if self.loss == "safe_set" and self.search != "safety":
+            raise ValueError(
+                f"distill.loss: safe_set learns only which actions the target allows; search: "
+                f"{self.search}'s weights among them would do nothing (use search: safety, or "
+                "loss: cross_entropy)"
             )
         return self
 

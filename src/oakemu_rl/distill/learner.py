@@ -23,7 +23,7 @@ from ..runtime.thread_safe_model import ThreadSafeModel
 from .actor import safe_choice_rate, teacher_agrees
 from .config import DistillExperimentConfiguration
 from .dataset import DistillDataset
-from .loss import soft_cross_entropy
+from .loss import safe_set_nll, soft_cross_entropy
 from .refit import StudentRefit
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class DistillLearner(LearnerThread):
 
     Consumes minibatches of labelled states (`DistillDataset.sample`, critical states
     weighted up); produces weights, published through the ThreadSafeModel after each
-    update, and scalars: ``distill/loss`` (the mean soft cross-entropy since the last
+    update, and scalars: ``distill/loss`` (the mean of `distill.loss` since the last
     log; also as ``train/loss``), ``distill/holdout_accuracy`` and
     ``distill/holdout_safe`` (`holdout_scores`), ``train/updates``,
     ``train/learning_rate`` and ``perf/updates_per_s``, every `distill.eval_every_updates`
@@ -84,6 +84,7 @@ class DistillLearner(LearnerThread):
         super().__init__()
         self.context = context
         self.settings = context.config.distill
+        self._loss = safe_set_nll if self.settings.loss == "safe_set" else soft_cross_entropy
         self.learner_model = learner_model
         self.model = learner_model.model
         self._params = [p for p in self.model.parameters() if p.requires_grad]
@@ -129,7 +130,7 @@ class DistillLearner(LearnerThread):
         candidate = self.refit.candidate if self.refit is not None else None
         model = self.model if candidate is None else candidate.model
         params = self._params if candidate is None else list(model.parameters())
-        loss = soft_cross_entropy(model(observations), targets)
+        loss = self._loss(model(observations), targets)
         if not bool(torch.isfinite(loss)):
             self._non_finite(loss)
             return None

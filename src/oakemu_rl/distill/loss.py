@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["soft_cross_entropy"]
+__all__ = ["safe_set_nll", "soft_cross_entropy"]
 
 
 def soft_cross_entropy(
@@ -26,6 +26,23 @@ def soft_cross_entropy(
     # An action with no target mass adds nothing, even where its log-probability is -inf.
     terms = torch.where(targets > 0, targets * log_probs, torch.zeros_like(log_probs))
     per_row = -terms.sum(dim=-1)
+    if weights is None:
+        return per_row.mean()
+    return (weights * per_row).sum() / weights.sum()
+
+
+def safe_set_nll(
+    logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The mean over rows of ``-log sum_{a: targets[a] > 0} softmax(logits)[a]``: the
+    student is asked to put its mass on the actions the teacher allows, not to split it as
+    the teacher's target does, so it may prefer one of several safe moves.
+
+    Args and Returns as `soft_cross_entropy`'s; a row whose every action has mass adds 0.
+    """
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    allowed = torch.where(targets > 0, log_probs, torch.full_like(log_probs, -torch.inf))
+    per_row = -torch.logsumexp(allowed, dim=-1)
     if weights is None:
         return per_row.mean()
     return (weights * per_row).sum() / weights.sum()
