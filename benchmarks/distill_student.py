@@ -1,0 +1,92 @@
+"""Which student imitates the teacher best? Fit fresh students offline on a distill run's labels.
+
+    python benchmarks/distill_student.py RUN_DIR [--torsos small_cnn cell_cnn]
+        [--losses cross_entropy safe_set] [--updates 2000] [--seeds 0 1]
+
+Reads the aggregated dataset of a distill run's newest checkpoint and, for each torso of
+`oakemu_rl.runtime.torsos` and each `distill.loss`, trains fresh students with the run's
+configuration otherwise (optimiser, minibatch size, critical states weighted as the run
+weights them) on its training part. Each is scored on the held-out states: the share of the
+critical ones (some action loses a life, another does not) on which the student's most
+likely action is unsafe. Prints each student's unsafe share (the mean over seeds), its
+milliseconds an update and a greedy forward pass, and the ratio of each student's unsafe
+choices to the first's (the first torso with the first loss).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from distill_labels import fit_student, load_run_labels
+from oakemu_rl.distill.loss import safe_set_nll, soft_cross_entropy
+from oakemu_rl.runtime.torsos import CNN_TORSOS
+
+LOSSES = {"cross_entropy": soft_cross_entropy, "safe_set": safe_set_nll}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--torsos", nargs="+", choices=sorted(CNN_TORSOS), default=["small_cnn"])
+    parser.add_argument(
+        "--losses", nargs="+", choices=list(LOSSES), default=["cross_entropy", "safe_set"]
+    )
+    parser.add_argument("--updates", type=int, default=2_000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    args = parser.parse_args()
+    labels = load_run_labels(args.run_dir)
+    config, shape, observations = labels.config, labels.shape, labels.observations
+    settings = config.distill
+    test = labels.split()[1]
+    print(
+        f"{labels.describe(args.run_dir)}; observations {shape}; {args.updates:,} updates "
+        f"of {settings.batch_size}",
+        flush=True,
+    )
+    students = [f"{t}/{loss}" for t, loss in itertools.product(args.torsos, args.losses)]
+    unsafe: dict[str, list[float]] = {student: [] for student in students}
+    update_ms: dict[str, list[float]] = {student: [] for student in students}
+    forward_ms: dict[str, float] = {}
+    for seed in args.seeds:
+        for student in students:
+            torso, loss = student.split("/")
+            torso_config = config.model_copy(
+                update={"model": config.model.model_copy(update={"torso": torso})}
+            )
+            model, training_s = fit_student(
+                labels, torso_config, args.updates, seed, loss=LOSSES[loss]
+            )
+            update_ms[student].append(1000 * training_s / args.updates)
+            one = observations(test[:1])
+            with torch.no_grad():
+                started = time.perf_counter()
+                for _ in range(100):
+                    model.greedy_actions(one)
+                forward_ms[student] = 10 * (time.perf_counter() - started)
+            safe = labels.held_out_safe_rate(model, args.run_dir)
+            unsafe[student].append(1.0 - safe)
+            print(
+                f"seed {seed} {student:>24}: unsafe on {1.0 - safe:.2%} of held-out critical "
+                f"states ({update_ms[student][-1]:.1f} ms an update)",
+                flush=True,
+            )
+    first = students[0]
+    baseline = float(np.mean(unsafe[first]))
+    for student in students:
+        rate = float(np.mean(unsafe[student]))
+        ratio = f"{baseline / rate:.2f}x fewer than {first}" if rate > 0 else "none unsafe"
+        print(
+            f"{student:>24}: unsafe on {rate:.2%} (mean of {len(args.seeds)} seeds; {ratio}); "
+            f"{np.mean(update_ms[student]):.1f} ms an update of {settings.batch_size}, "
+            f"{forward_ms[student]:.2f} ms a greedy action"
+        )
+
+
+if __name__ == "__main__":
+    main()
