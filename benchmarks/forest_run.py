@@ -58,6 +58,10 @@ Variants:
                           is not searched again), so that it can look 16 steps ahead
                           instead of 12 for fewer emulator steps a label and see the traps
                           that close beyond 12
+    distill+safety+intervene+refit+late+situation-h16+safe-set  ... with the student
+                          trained to put its mass on the safe moves (`distill.loss:
+                          safe_set`) rather than to split it as the teacher's even target
+                          does, so that one safe move can be clearly the most likely
     distill+margin+intervene  ... with the teacher that weights each safe move by the room
                           it leaves (`distill.search: margin`), so the student learns to
                           keep away from the spots where one wrong move loses a life
@@ -211,6 +215,13 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "distill+safety+intervene+refit+late+situation-h16": (
         "distill",
         DISTILL | {"distill": REFIT | {"prune": "situation", "horizon": 16}} | LATE_RESTARTS,
+        False,
+    ),
+    "distill+safety+intervene+refit+late+situation-h16+safe-set": (
+        "distill",
+        DISTILL
+        | {"distill": REFIT | {"prune": "situation", "horizon": 16, "loss": "safe_set"}}
+        | LATE_RESTARTS,
         False,
     ),
     "distill+margin+intervene": (
