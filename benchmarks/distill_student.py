@@ -24,10 +24,8 @@ import numpy as np
 import torch
 
 from distill_labels import fit_student, load_run_labels
-from oakemu_rl.distill.loss import safe_set_nll, soft_cross_entropy
+from oakemu_rl.distill.loss import LOSSES
 from oakemu_rl.runtime.torsos import CNN_TORSOS
-
-LOSSES = {"cross_entropy": soft_cross_entropy, "safe_set": safe_set_nll}
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from ..runtime.thread_safe_model import ThreadSafeModel
 from .actor import safe_choice_rate, teacher_agrees
 from .config import DistillExperimentConfiguration
 from .dataset import DistillDataset
-from .loss import safe_set_nll, soft_cross_entropy
+from .loss import LOSSES
 from .refit import StudentRefit
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class DistillLearner(LearnerThread):
         super().__init__()
         self.context = context
         self.settings = context.config.distill
-        self._loss = safe_set_nll if self.settings.loss == "safe_set" else soft_cross_entropy
+        self._loss = LOSSES[self.settings.loss]
         self.learner_model = learner_model
         self.model = learner_model.model
         self._params = [p for p in self.model.parameters() if p.requires_grad]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-__all__ = ["safe_set_nll", "soft_cross_entropy"]
+__all__ = ["LOSSES", "safe_set_nll", "soft_cross_entropy"]
 
 
 def soft_cross_entropy(
@@ -25,10 +27,7 @@ def soft_cross_entropy(
     log_probs = torch.log_softmax(logits.float(), dim=-1)
     # An action with no target mass adds nothing, even where its log-probability is -inf.
     terms = torch.where(targets > 0, targets * log_probs, torch.zeros_like(log_probs))
-    per_row = -terms.sum(dim=-1)
-    if weights is None:
-        return per_row.mean()
-    return (weights * per_row).sum() / weights.sum()
+    return _mean(-terms.sum(dim=-1), weights)
 
 
 def safe_set_nll(
@@ -42,7 +41,18 @@ def safe_set_nll(
     """
     log_probs = torch.log_softmax(logits.float(), dim=-1)
     allowed = torch.where(targets > 0, log_probs, torch.full_like(log_probs, -torch.inf))
-    per_row = -torch.logsumexp(allowed, dim=-1)
+    return _mean(-torch.logsumexp(allowed, dim=-1), weights)
+
+
+def _mean(per_row: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """The mean of `per_row`, weighted by `weights` where given."""
     if weights is None:
         return per_row.mean()
     return (weights * per_row).sum() / weights.sum()
+
+
+LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "cross_entropy": soft_cross_entropy,
+    "safe_set": safe_set_nll,
+}
+"""Each `distill.loss` by name."""
