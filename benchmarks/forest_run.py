@@ -62,6 +62,10 @@ Variants:
                           trained to put its mass on the safe moves (`distill.loss:
                           safe_set`) rather than to split it as the teacher's even target
                           does, so that one safe move can be clearly the most likely
+    distill+safety+intervene+refit+late+situation-h16+safe-set+cell-cnn  ... with a student
+                          whose first convolution keeps every attribute cell (`model.torso:
+                          cell_cnn`), so a tree one cell from the car is not blurred into
+                          the car's own cell
     distill+margin+intervene  ... with the teacher that weights each safe move by the room
                           it leaves (`distill.search: margin`), so the student learns to
                           keep away from the spots where one wrong move loses a life
@@ -221,6 +225,14 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         "distill",
         DISTILL
         | {"distill": REFIT | {"prune": "situation", "horizon": 16, "loss": "safe_set"}}
+        | LATE_RESTARTS,
+        False,
+    ),
+    "distill+safety+intervene+refit+late+situation-h16+safe-set+cell-cnn": (
+        "distill",
+        DISTILL
+        | {"distill": REFIT | {"prune": "situation", "horizon": 16, "loss": "safe_set"}}
+        | {"model": {"torso": "cell_cnn"}}
         | LATE_RESTARTS,
         False,
     ),
