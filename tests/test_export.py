@@ -148,10 +148,11 @@ def test_play_onnx_plays_the_episodes_evaluate_plays(
 ) -> None:
     run_dir, path = exported[name]
     checkpoint = find_checkpoint(run_dir)
+    # Three worker processes on the torch side, one env in this process on ONNX's.
     torch_result = evaluate_checkpoint(
-        checkpoint, 3, seed=11, num_envs=1, backend="inline", deterministic=True
+        checkpoint, 3, seed=11, num_envs=3, backend="process", deterministic=True
     ) if name.startswith("ppo") else evaluate_checkpoint(
-        checkpoint, 3, seed=11, num_envs=1, backend="inline"
+        checkpoint, 3, seed=11, num_envs=3, backend="process"
     )  # fmt: skip
     played = play_onnx(OnnxPolicy(path), episodes=3, seed=11)
     assert played.returns == torch_result.returns
@@ -160,6 +161,33 @@ def test_play_onnx_plays_the_episodes_evaluate_plays(
     # Both count lives the same way, and so agree on wins with no life lost.
     assert played.lives_lost == torch_result.lives_lost
     assert played.to_dict()["clean_win_rate"] == torch_result.clean_win_rate
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("dqn-cnn", {"random_policy": True}),
+        ("dqn-cnn", {"epsilon": 0.5}),
+        ("ppo-mlp", {"deterministic": False}),
+    ],
+)
+def test_evaluation_plays_the_same_episodes_whatever_the_number_of_envs(
+    name: str, options: dict[str, Any], exported: dict[str, tuple[Path, Path]]
+) -> None:
+    # Random, epsilon and sampled actions come from each episode's own generator, so
+    # neither the envs' count nor the order in which their steps come back changes them.
+    checkpoint = find_checkpoint(exported[name][0])
+    one = evaluate_checkpoint(checkpoint, 6, seed=7, num_envs=1, backend="inline", **options)
+    again = evaluate_checkpoint(checkpoint, 6, seed=7, num_envs=4, backend="process", **options)
+    assert (again.returns, again.scores, again.lives_lost, again.mean_length) == (
+        one.returns,
+        one.scores,
+        one.lives_lost,
+        one.mean_length,
+    )
+    assert len(set(one.returns)) > 1, "the episodes should differ from one another"
+    other = evaluate_checkpoint(checkpoint, 6, seed=8, num_envs=1, backend="inline", **options)
+    assert other.returns != one.returns
 
 
 def test_play_onnx_never_imports_torch(exported: dict[str, tuple[Path, Path]]) -> None:

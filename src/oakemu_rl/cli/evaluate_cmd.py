@@ -48,12 +48,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "then the highest mean return. The run's own choice rests on its evaluations' few "
         "episodes; this one on --episodes of them",
     )
-    parser.add_argument("--seed", type=non_negative_int, help="env seed")
+    parser.add_argument(
+        "--seed",
+        type=non_negative_int,
+        help="env seed: episode k is reset with SEED + k and draws its random actions from "
+        "a generator of its own, so the same --seed plays the same episodes whatever "
+        "--num-envs, and play-onnx with the same --seed plays them too (default: the run's "
+        "seed + 2,000,003)",
+    )
     parser.add_argument(
         "--num-envs",
         type=positive_int,
-        help="envs played at once (default: the run's tester.num_envs); with 1, the "
-        "episodes are those of play-onnx with the same --seed",
+        help="envs played at once (default: the run's tester.num_envs)",
     )
     parser.add_argument(
         "--epsilon", type=float, help="DQN: random-action rate (default: the config's)"

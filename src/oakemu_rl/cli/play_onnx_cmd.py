@@ -20,8 +20,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "play-onnx",
         help="play greedy episodes with an exported ONNX policy (onnxruntime, no torch)",
         description="Play episodes of GAME with an exported policy, one after another on "
-        "one env: the first reset gets --seed, the next ones continue its random "
-        "generator (as `oakemu-rl evaluate RUN --num-envs 1 --seed S` plays them).",
+        "one env: episode k gets env seed --seed + k (as `oakemu-rl evaluate RUN --seed S` "
+        "plays them).",
     )
     parser.add_argument("game", help="bundled game name, game YAML path or gym:<id>")
     parser.add_argument("policy", type=Path, help="an .onnx file written by oakemu-rl export")

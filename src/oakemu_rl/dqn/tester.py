@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,15 +44,17 @@ class Tester(TesterBase[DQNExperimentConfiguration]):
         )
         self._epsilon = context.config.tester.epsilon
 
-    def _greedy_actions(self, q_values: torch.Tensor) -> npt.NDArray[np.int64]:
+    def _greedy_actions(
+        self, q_values: torch.Tensor, rngs: Sequence[np.random.Generator]
+    ) -> npt.NDArray[np.int64]:
         return self.action_masker.greedy(q_values)
 
-    def _random_action(self) -> int:
-        return self.action_masker.sample(self._rng)
+    def _random_action(self, rng: np.random.Generator) -> int:
+        return self.action_masker.sample(rng)
 
-    def _explore_action(self) -> int | None:
-        if self._random_policy or (self._epsilon > 0 and self._rng.random() < self._epsilon):
-            return self._random_action()
+    def _explore_action(self, rng: np.random.Generator) -> int | None:
+        if self._random_policy or (self._epsilon > 0 and rng.random() < self._epsilon):
+            return self._random_action(rng)
         return None
 
     def evaluate(

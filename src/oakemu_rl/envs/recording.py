@@ -65,12 +65,13 @@ def play_frames(
     max_episode_steps: int = 27_000,
     scale: int = 2,
 ) -> tuple[list[Image.Image], list[float]]:
-    """The frames of `episodes` episodes (one a step, one a reset) and their returns."""
+    """The frames of `episodes` episodes (one a step, one a reset) and their returns;
+    episode k is reset with seed `seed + k` (None: unseeded)."""
     actions = [action_name(list(a)) for a in env.game.spec.actions]
     frames: list[Image.Image] = []
     returns = []
     for episode in range(episodes):
-        observation, info = env.reset(seed=seed if episode == 0 else None)
+        observation, info = env.reset(seed=None if seed is None else seed + episode)
         total, step = 0.0, 0
         status = f"episode {episode + 1}  score {info.get('score', 0):g}  lives {info.get('lives')}"
         frames.append(with_status(spectrum_frame(env, scale), f"{status}  step 0", scale))

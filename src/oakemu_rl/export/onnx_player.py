@@ -3,10 +3,9 @@
     policy = OnnxPolicy("policy.onnx")
     result = play_onnx(policy, episodes=10, seed=5)
 
-Episodes are played one after another on one env: the first reset gets `seed`, the next
-ones continue the env's own random generator, and an episode is cut after the policy's
-``max_episode_steps``; so `oakemu-rl evaluate RUN --seed S --num-envs 1` plays the same
-episodes with the PyTorch model.
+Episodes are played one after another on one env: episode k is reset with env seed
+`seed + k`, and an episode is cut after the policy's ``max_episode_steps``; so
+`oakemu-rl evaluate RUN --seed S` plays the same episodes with the PyTorch model.
 """
 
 from __future__ import annotations
@@ -136,7 +135,7 @@ def play_onnx(
                 f"{game} gives observations of shape {space.shape}; the policy takes {shape}"
             )
         for episode in range(episodes):
-            observation, info = env.reset(seed=seed if episode == 0 else None)
+            observation, info = env.reset(seed=seed + episode)
             total, length, outcome, lost = 0.0, 0, None, 0
             while True:
                 action = policy.act(np.asarray(observation))

@@ -3,7 +3,7 @@ actions)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -40,20 +40,27 @@ class PPOTester(TesterBase[PPOExperimentConfiguration]):
     ) -> None:
         super().__init__(context, tester_model, learner_model, env_factory, on_result=on_result)
         config = context.config
-        self._generator = torch.Generator().manual_seed(context.seed + 104729)
         self._deterministic = config.tester.deterministic
         allowed = sorted(set(config.env.allowed_actions or range(tester_model.num_actions)))
         self._allowed = np.array(allowed, dtype=np.int64)
 
-    def _greedy_actions(self, q_values: torch.Tensor) -> npt.NDArray[np.int64]:
+    def _greedy_actions(
+        self, q_values: torch.Tensor, rngs: Sequence[np.random.Generator]
+    ) -> npt.NDArray[np.int64]:
         logits = q_values
         if self._deterministic:
             return logits.argmax(dim=1).cpu().numpy()
-        probs = torch.softmax(logits.float().cpu(), dim=1)
-        return torch.multinomial(probs, 1, generator=self._generator).squeeze(1).numpy()
+        probs = torch.softmax(logits.double().cpu(), dim=1).numpy()
+        # Each env's draw from its episode's own generator (inverse CDF), so a sampled
+        # episode does not depend on which envs shared its batch.
+        cumulative = np.cumsum(probs, axis=1)
+        draws = np.array([rng.random() for rng in rngs]) * cumulative[:, -1]
+        chosen = (cumulative <= draws[:, None]).sum(axis=1)
+        actions: npt.NDArray[np.int64] = np.minimum(chosen, probs.shape[1] - 1).astype(np.int64)
+        return actions
 
-    def _random_action(self) -> int:
-        return int(self._allowed[self._rng.integers(len(self._allowed))])
+    def _random_action(self, rng: np.random.Generator) -> int:
+        return int(self._allowed[rng.integers(len(self._allowed))])
 
     def evaluate(
         self,

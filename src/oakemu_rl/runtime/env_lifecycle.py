@@ -26,7 +26,9 @@ class ResultLike(Protocol):
 class ResettableEnv(Protocol):
     """The part of OakEmuMultiEnv that EnvLifecycle drives."""
 
-    def submit_reset(self, env_id: int, state: bytes | None = None) -> None: ...
+    def submit_reset(
+        self, env_id: int, state: bytes | None = None, seed: int | None = None
+    ) -> None: ...
 
 
 @dataclass
@@ -143,13 +145,18 @@ class EnvLifecycle:
         return self.num_envs
 
     def request_reset(
-        self, env: ResettableEnv, state: EnvironmentState, machine_state: bytes | None = None
+        self,
+        env: ResettableEnv,
+        state: EnvironmentState,
+        machine_state: bytes | None = None,
+        seed: int | None = None,
     ) -> None:
-        """Submit a reset for one env, from `machine_state` when given."""
+        """Submit a reset for one env, from `machine_state` when given, with env seed `seed`
+        (None: the env's own next seed)."""
         state.awaiting_reset = True
         state.observation = None
         state.start_point = "initial" if machine_state is None else "restart"
-        env.submit_reset(state.env_id, machine_state)
+        env.submit_reset(state.env_id, machine_state, seed)
 
     def on_step(
         self,

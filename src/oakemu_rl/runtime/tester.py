@@ -3,6 +3,12 @@
 The algorithms' testers (DQN's `Tester`, `PPOTester`) differ only in how they pick an
 action: this base plays the episodes, runs the evaluation thread, logs `eval/*` scalars
 and keeps the results.
+
+Episode k of a tester (counted over all its evaluations) is reset with env seed
+`seed + k` and draws its random actions from a generator of its own, so what is played
+depends on neither the number of envs nor the order in which they finish their steps:
+`evaluate --seed S` gives the same episodes with any `--num-envs`, and `play-onnx --seed S`
+the same ones again.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 import queue
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -159,7 +165,7 @@ class TesterBase(ABC, Generic[C]):
         )
         self.lifecycle = EnvLifecycle(num_envs, context.seed, "tester")
         self._inference: InferenceBatch[int] = InferenceBatch(num_envs)
-        self._rng = context.spawn_rng("tester")
+        self._episodes_started = 0
         self._random_policy = False
         self._requests: queue.Queue[tuple[int, dict[str, Any]] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -176,19 +182,22 @@ class TesterBase(ABC, Generic[C]):
     # -- choosing actions -----------------------------------------------------------------
 
     @abstractmethod
-    def _random_action(self) -> int:
+    def _random_action(self, rng: np.random.Generator) -> int:
         """A uniformly random action among the allowed ones."""
 
     @abstractmethod
-    def _greedy_actions(self, outputs: torch.Tensor) -> npt.NDArray[np.int64]:
-        """The actions the model's outputs (one row per env) choose."""
+    def _greedy_actions(
+        self, outputs: torch.Tensor, rngs: Sequence[np.random.Generator]
+    ) -> npt.NDArray[np.int64]:
+        """The actions the model's outputs (one row per env) choose (a policy that samples
+        draws row i's action from `rngs[i]`)."""
 
-    def _explore_action(self) -> int | None:
+    def _explore_action(self, rng: np.random.Generator) -> int | None:
         """An action to play without the model (random baseline, epsilon), or None."""
-        return self._random_action() if self._random_policy else None
+        return self._random_action(rng) if self._random_policy else None
 
     def _choose(self, env: OakEmuMultiEnv, state: EnvironmentState) -> None:
-        action = self._explore_action()
+        action = self._explore_action(state.rng)
         if action is not None:
             state.last_action = action
             env.submit(state.env_id, action)
@@ -201,8 +210,9 @@ class TesterBase(ABC, Generic[C]):
             return
         observations, env_ids = self._inference.take()
         batch = torch.from_numpy(observations).to(self.context.device)
+        rngs = [self.lifecycle[env_id].rng for env_id in env_ids]
         with torch.inference_mode():
-            actions = self._greedy_actions(self.tester_model(batch))
+            actions = self._greedy_actions(self.tester_model(batch), rngs)
         with env.batch():
             for env_id, action in zip(env_ids, actions.tolist(), strict=True):
                 self.lifecycle[env_id].last_action = int(action)
@@ -215,15 +225,27 @@ class TesterBase(ABC, Generic[C]):
         if self.learner_model is not None:
             self.learner_model.copy_to(self.tester_model, -1)
 
+    def _start_episode(self, env: OakEmuMultiEnv, state: EnvironmentState, episode: int) -> None:
+        """Reset `state`'s env for the tester's `episode`-th episode: env seed `seed +
+        episode` and a random generator of the episode's own."""
+        base = env.seed
+        key = [self.context.seed if base is None else base, episode, *b"tester"]
+        state.rng = np.random.default_rng(np.random.SeedSequence(key))
+        state.extra["episode"] = episode
+        self.lifecycle.request_reset(env, state, seed=None if base is None else base + episode)
+
     def _play(
         self, episodes: int, max_episode_steps: int, step: int, policy: str
     ) -> EvaluationResult:
-        """Play `episodes` episodes (each cut after `max_episode_steps`) and summarise them."""
+        """Play `episodes` episodes (each cut after `max_episode_steps`) and summarise them
+        in the order they were started."""
         env = self._envs.open()
-        records: list[EpisodeRecord] = []
+        first = self._episodes_started
+        self._episodes_started += episodes
+        records: dict[int, EpisodeRecord] = {}
         started = 0
         for state in self.lifecycle.states[: min(episodes, self.lifecycle.num_envs)]:
-            self.lifecycle.request_reset(env, state)
+            self._start_episode(env, state, first + started)
             started += 1
         try:
             while len(records) < episodes:
@@ -237,23 +259,21 @@ class TesterBase(ABC, Generic[C]):
                         continue
                     if result.info.get("worker_lost"):
                         # Lost with its worker, not played out: it does not count; replay it.
-                        self.lifecycle.request_reset(env, state)
+                        self._start_episode(env, state, state.extra["episode"])
                         continue
                     self.lifecycle.on_step(state, result, float(result.reward))
                     ended = result.terminated or result.truncated
                     if ended or state.episode_length >= max_episode_steps:
                         outcome = result.info.get("outcome") if ended else "truncated"
-                        records.append(
-                            (
-                                state.episode_return,
-                                state.last_score,
-                                state.episode_length,
-                                outcome,
-                                state.lives_lost,
-                            )
+                        records[state.extra["episode"]] = (
+                            state.episode_return,
+                            state.last_score,
+                            state.episode_length,
+                            outcome,
+                            state.lives_lost,
                         )
                         if started < episodes:
-                            self.lifecycle.request_reset(env, state)
+                            self._start_episode(env, state, first + started)
                             started += 1
                         else:
                             state.awaiting_reset = True
@@ -264,7 +284,7 @@ class TesterBase(ABC, Generic[C]):
         except BaseException:
             self._envs.close()  # envs may be mid-command: start afresh next time
             raise
-        return summarise(records[:episodes], step, policy)
+        return summarise([records[k] for k in sorted(records)], step, policy)
 
     @abstractmethod
     def evaluate(
@@ -364,11 +384,12 @@ class TesterBase(ABC, Generic[C]):
             env.close()
             return
         device = next(self.tester_model.parameters()).device
+        rngs = [np.random.default_rng(np.random.SeedSequence([config.seed, *b"video"]))]
 
         def choose(observation: npt.NDArray[Any]) -> int:
             batch = torch.from_numpy(np.asarray(observation)[None]).to(device)
             with torch.no_grad():
-                return int(self._greedy_actions(self.tester_model(batch))[0])
+                return int(self._greedy_actions(self.tester_model(batch), rngs)[0])
 
         try:
             frames, _ = play_frames(

@@ -2,8 +2,8 @@
 up, and a status line (score, lives, step, the action taken) under it.
 
 `record_checkpoint` plays greedy episodes of a checkpoint's agent on one env in this
-process (the first reset gets the seed, the next ones continue the env's generator: the
-episodes `oakemu-rl evaluate RUN --num-envs 1 --seed S` plays) and writes them as a GIF,
+process (episode k gets env seed `seed + k`: the episodes `oakemu-rl evaluate RUN --seed S`
+plays) and writes them as a GIF,
 or an MP4 with imageio-ffmpeg installed. Same checkpoint and seed, same frames.
 """
 
