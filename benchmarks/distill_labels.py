@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +22,12 @@ from oakemu_rl.envs.observation import ObservationPipeline
 from oakemu_rl.experiments.evaluation import find_checkpoint, read_checkpoint_config
 from oakemu_rl.games.loader import GameDefinition, load_game
 from oakemu_rl.ppo.model import PPOModel
+
+
+class Student(Protocol):
+    """What a student is scored by: its most likely action on each row of a batch."""
+
+    def greedy_actions(self, observations: torch.Tensor) -> torch.Tensor: ...
 
 
 @dataclass
@@ -62,7 +68,7 @@ class RunLabels:
             f"({critical:,} critical)"
         )
 
-    def held_out_safe_rate(self, model: PPOModel, run_dir: Path) -> float:
+    def held_out_safe_rate(self, model: Student, run_dir: Path) -> float:
         """`safe_rate` on the held-out rows (exits with a message where none is critical)."""
         safe = self.safe_rate(model, self.split()[1])
         if safe is None:
@@ -78,7 +84,7 @@ class RunLabels:
         return torch.from_numpy(self.saved["observations"][rows])
 
     @torch.no_grad()
-    def safe_rate(self, model: PPOModel, rows: npt.NDArray[np.int64]) -> float | None:
+    def safe_rate(self, model: Student, rows: npt.NDArray[np.int64]) -> float | None:
         """The share of the critical states among `rows` on which `model`'s most likely
         action is safe (`safe_choice_rate`; None: none is critical)."""
         chunks = [rows[i : i + 512] for i in range(0, len(rows), 512)]
@@ -102,10 +108,12 @@ def fit_student(
     seed: int,
     augment: Augment | None = None,
     loss: Loss = soft_cross_entropy,
+    every: tuple[int, Callable[[int, PPOModel], None]] | None = None,
 ) -> tuple[PPOModel, float]:
     """A fresh student of `config`'s architecture trained on `labels`' training rows with
     the run's loss, optimiser and minibatch size (`RunLabels.split`'s weights), for
-    `updates` updates; with the seconds spent in the updates themselves."""
+    `updates` updates; with the seconds spent in the updates themselves. `every` = (n, f)
+    calls f(updates so far, student) after every n updates."""
     from oakemu_rl.experiments.distill_experiment import DistillExperiment
 
     settings = config.distill
@@ -116,7 +124,7 @@ def fit_student(
     optimizer = torch.optim.Adam(model.parameters(), settings.learning_rate, eps=settings.adam_eps)
     rng = np.random.default_rng(seed)
     seconds = 0.0
-    for _ in range(updates):
+    for done in range(1, updates + 1):
         batch = rng.choice(train, settings.batch_size, p=weights)
         inputs, wanted = labels.observations(batch), targets[batch]
         if augment is not None:
@@ -124,6 +132,8 @@ def fit_student(
         started = time.perf_counter()
         update(model, optimizer, inputs, wanted, settings.max_grad_norm, loss)
         seconds += time.perf_counter() - started
+        if every is not None and done % every[0] == 0:
+            every[1](done, model)
     return model, seconds
 
 

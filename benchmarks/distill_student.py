@@ -1,7 +1,8 @@
 """Which student imitates the teacher best? Fit fresh students offline on a distill run's labels.
 
     python benchmarks/distill_student.py RUN_DIR [--torsos small_cnn cell_cnn]
-        [--losses cross_entropy safe_set] [--updates 2000] [--seeds 0 1]
+        [--losses cross_entropy safe_set] [--updates 2000] [--seeds 0 1] [--members 3]
+        [--curve 500]
 
 Reads the aggregated dataset of a distill run's newest checkpoint and, for each torso of
 `oakemu_rl.runtime.torsos` and each `distill.loss`, trains fresh students with the run's
@@ -11,6 +12,12 @@ critical ones (some action loses a life, another does not) on which the student'
 likely action is unsafe. Prints each student's unsafe share (the mean over seeds), its
 milliseconds an update and a greedy forward pass, and the ratio of each student's unsafe
 choices to the first's (the first torso with the first loss).
+
+`--members K` makes each student an ensemble of K networks trained apart (their own
+initial weights and minibatches) whose action probabilities are averaged: it prints the
+members' unsafe share beside the ensemble's, the question being whether the student's
+errors are the variance of one fit. `--curve N` prints each fit's unsafe share every N
+updates, the question being whether more updates would help.
 """
 
 from __future__ import annotations
@@ -22,10 +29,25 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 
 from distill_labels import fit_student, load_run_labels
 from oakemu_rl.distill.loss import LOSSES
+from oakemu_rl.ppo.model import PPOModel
 from oakemu_rl.runtime.torsos import CNN_TORSOS
+
+
+class Ensemble(nn.Module):
+    """Networks whose action probabilities are averaged; the most likely action of the
+    average is the ensemble's."""
+
+    def __init__(self, members: list[PPOModel]) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+
+    def greedy_actions(self, observations: torch.Tensor) -> torch.Tensor:
+        probabilities = [torch.softmax(m(observations), dim=-1) for m in self.members]
+        return torch.stack(probabilities).mean(dim=0).argmax(dim=-1)
 
 
 def main() -> None:
@@ -37,6 +59,8 @@ def main() -> None:
     )
     parser.add_argument("--updates", type=int, default=2_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--members", type=int, default=1, help="networks in each student")
+    parser.add_argument("--curve", type=int, default=0, help="print unsafe every N updates")
     args = parser.parse_args()
     labels = load_run_labels(args.run_dir)
     config, shape, observations = labels.config, labels.shape, labels.observations
@@ -57,9 +81,33 @@ def main() -> None:
             torso_config = config.model_copy(
                 update={"model": config.model.model_copy(update={"torso": torso})}
             )
-            model, training_s = fit_student(
-                labels, torso_config, args.updates, seed, loss=LOSSES[loss]
-            )
+            members, training_s = [], 0.0
+            for member in range(args.members):
+
+                def report(
+                    done: int, model: PPOModel, tag: str = f"seed {seed} {student} {member}"
+                ) -> None:
+                    safe = labels.held_out_safe_rate(model, args.run_dir)
+                    print(f"  {tag}: {done:,} updates, unsafe {1 - safe:.2%}", flush=True)
+
+                fitted, seconds = fit_student(
+                    labels,
+                    torso_config,
+                    args.updates,
+                    seed * 1000 + member,
+                    loss=LOSSES[loss],
+                    every=(args.curve, report) if args.curve else None,
+                )
+                members.append(fitted)
+                training_s += seconds
+            if args.members > 1:
+                alone = [1 - labels.held_out_safe_rate(m, args.run_dir) for m in members]
+                print(
+                    f"seed {seed} {student:>24}: members unsafe on "
+                    + ", ".join(f"{a:.2%}" for a in alone),
+                    flush=True,
+                )
+            model = Ensemble(members) if args.members > 1 else members[0]
             update_ms[student].append(1000 * training_s / args.updates)
             one = observations(test[:1])
             with torch.no_grad():
