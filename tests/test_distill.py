@@ -43,9 +43,10 @@ RAM = {"type": "ram", "ram": ["ball_x", "ball_y", "paddle_x"], "frame_stack": 1}
 QUIET = {"tensorboard": False, "console": False}
 
 #: The learning test's budget and the mean greedy score (of 30: a won game) it must reach.
-#: Measured with the preset at 600 steps, 4 final games: 30.0, 23.0 and 30.0 on seeds 0-2
-#: (4, 2 and 4 games won); at 300 steps seed 2 scored 0.75.
-LEARN_STEPS = 600
+#: Measured with the preset at 900 steps, 4 final games: 30.0 on seeds 0, 1 and 2 (every
+#: game won). At 600 steps: 30.0, 23.0 and 30.0, and 13.25 on seed 0 in a CI run (the
+#: student depends on its labelling threads' timing); at 300 steps seed 2 scored 0.75.
+LEARN_STEPS = 900
 LEARN_THRESHOLD = 20.0
 
 
