@@ -51,13 +51,9 @@ class PPOTester(TesterBase[PPOExperimentConfiguration]):
         if self._deterministic:
             return logits.argmax(dim=1).cpu().numpy()
         probs = torch.softmax(logits.double().cpu(), dim=1).numpy()
-        # Each env's draw from its episode's own generator (inverse CDF), so a sampled
-        # episode does not depend on which envs shared its batch.
-        cumulative = np.cumsum(probs, axis=1)
-        draws = np.array([rng.random() for rng in rngs]) * cumulative[:, -1]
-        chosen = (cumulative <= draws[:, None]).sum(axis=1)
-        actions: npt.NDArray[np.int64] = np.minimum(chosen, probs.shape[1] - 1).astype(np.int64)
-        return actions
+        # Each env draws from its episode's own generator, so a sampled episode does not
+        # depend on which envs shared its batch.
+        return np.array([rng.choice(len(p), p=p) for rng, p in zip(rngs, probs, strict=True)])
 
     def _random_action(self, rng: np.random.Generator) -> int:
         return int(self._allowed[rng.integers(len(self._allowed))])
