@@ -254,15 +254,22 @@ INIT_FROM = {
 """Variants that start from another variant's run (trained for half the budget first)."""
 
 
+def run_command(command: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run an `oakemu-rl` command; where it fails, exit with its command line, exit status
+    and the end of what it wrote to stderr (a signal's death shows as a negative status)."""
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(
+            f"{' '.join(command)} failed with exit status {result.returncode}:\n"
+            + result.stderr[-4000:]
+        )
+    return result
+
+
 def make_demos(out: Path, episodes: int) -> dict[str, Any]:
     started = time.monotonic()
     command = [*OAKEMU_RL, "demo", "forest_run", "--episodes", str(episodes)]
-    result = subprocess.run(
-        [*command, "--out", str(out), "--seed", "12345", "--json"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    result = run_command([*command, "--out", str(out), "--seed", "12345", "--json"])
     summary: dict[str, Any] = json.loads(result.stdout)
     summary["seconds"] = time.monotonic() - started
     return summary
@@ -295,7 +302,7 @@ def train(
         command += ["--demos", str(demos)]
     if init_from is not None:
         command += ["--init-from", str(init_from)]
-    subprocess.run(command, check=True, capture_output=True)
+    run_command(command)
     summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
     return run_dir, summary
 
@@ -304,7 +311,7 @@ def choose_checkpoint(run_dir: Path) -> Path:
     """The kept checkpoint that plays best on the same `SELECTION_EPISODES` greedy games."""
     command = [*OAKEMU_RL, "evaluate", str(run_dir), "--all", "--json", "--num-envs", "1"]
     command += ["--episodes", str(SELECTION_EPISODES), "--seed", str(SELECTION_SEED)]
-    result = subprocess.run(command, check=True, capture_output=True, text=True)
+    result = run_command(command)
     return Path(json.loads(result.stdout)["best"])
 
 
@@ -406,7 +413,13 @@ def main() -> None:
     )
     for name in variants:
         for seed in args.seeds:
+            print(f"{name} seed {seed}: training for {args.minutes:g} min", flush=True)
             run_dir, summary = train(name, seed, args.minutes, demos, args.out)
+            print(
+                f"{name} seed {seed}: trained ({summary['steps']:,} steps); choosing the "
+                f"checkpoint on {SELECTION_EPISODES} games, then {EPISODES} fresh ones",
+                flush=True,
+            )
             games = play_games(run_dir)
             row = {"seed": seed, "run_dir": str(run_dir), "summary": summary, **games}
             rows = [r for r in results.get(name, []) if r["seed"] != seed] + [row]
