@@ -286,6 +286,7 @@ def train(
     if name in INIT_FROM:
         minutes /= 2
         init_from, _ = train(INIT_FROM[name] + "-half", seed, minutes, demos, root)
+    print(f"{name} seed {seed}: training for {minutes:g} min", flush=True)
     config = {
         "algo": algo,
         "game": "forest_run",
@@ -413,7 +414,6 @@ def main() -> None:
     )
     for name in variants:
         for seed in args.seeds:
-            print(f"{name} seed {seed}: training for {args.minutes:g} min", flush=True)
             run_dir, summary = train(name, seed, args.minutes, demos, args.out)
             print(
                 f"{name} seed {seed}: trained ({summary['steps']:,} steps); choosing the "
