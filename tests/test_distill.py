@@ -16,6 +16,7 @@ import pytest
 import torch
 import yaml
 
+from distill_testing import QUIET, no_print
 from oakemu_rl.cli.main import main
 from oakemu_rl.distill import (
     DATASET_FILE,
@@ -40,11 +41,6 @@ from oakemu_rl.runtime.state_adapter import MODEL_FILE
 from oakemu_rl.runtime.student_anchor import StudentAnchor
 
 RAM = {"type": "ram", "ram": ["ball_x", "ball_y", "paddle_x"], "frame_stack": 1}
-QUIET = {"tensorboard": False, "console": False}
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 # -- the pieces ---------------------------------------------------------------------------
@@ -348,7 +344,7 @@ def _cheap_config(**overrides: Any) -> DistillExperimentConfiguration:
 def distill_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A distill run of 40 steps on catch, resumed to 60."""
     run_dir = tmp_path_factory.mktemp("distill") / "run"
-    summary = DistillExperiment(_cheap_config(), run_dir, print_fn=_quiet).run()
+    summary = DistillExperiment(_cheap_config(), run_dir, print_fn=no_print).run()
     assert summary["steps"] == 40 and summary["labels"] == 40 + 2  # two resets at the end
     return run_dir
 
@@ -357,7 +353,7 @@ def test_a_distill_run_resumes_with_its_dataset(distill_run: Path) -> None:
     saved = find_checkpoint(distill_run).load_numpy(DATASET_FILE)
     assert len(saved["observations"]) == int(saved["added"]) > 40
     assert saved["observations"].dtype == np.uint8 and saved["targets"].shape[1] == 3
-    resumed = DistillExperiment.from_run_dir(distill_run, total_steps=60, print_fn=_quiet)
+    resumed = DistillExperiment.from_run_dir(distill_run, total_steps=60, print_fn=no_print)
     resumed.build()
     for key, value in resumed.dataset.state_dict().items():
         np.testing.assert_array_equal(value, saved[key])
@@ -385,14 +381,14 @@ def test_an_attribute_planes_run_keeps_its_dataset_bit_packed(tmp_path: Path) ->
         env={"observation": {"type": "attributes", "frame_stack": 2}},
         model={"input_scale": 1 / 255},
     )
-    experiment = DistillExperiment(config, tmp_path / "run", print_fn=_quiet)
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=no_print)
     experiment.run()
     dataset = experiment.dataset
     values = math.prod(dataset.observation_shape)
     assert dataset.binary and dataset.entry_bytes == (values + 7) // 8 + 3 * 4 + 2
     saved = find_checkpoint(tmp_path / "run").load_numpy(DATASET_FILE)
     assert "observations" not in saved and len(saved["observation_bits"]) == dataset.added
-    resumed = DistillExperiment.from_run_dir(tmp_path / "run", total_steps=40, print_fn=_quiet)
+    resumed = DistillExperiment.from_run_dir(tmp_path / "run", total_steps=40, print_fn=no_print)
     try:
         resumed.build()
         held = resumed.dataset.holdout(100, np.random.default_rng(0))
@@ -412,7 +408,7 @@ def test_a_distill_run_resets_its_student_on_schedule(tmp_path: Path) -> None:
         distill={"shrink_perturb": {"every_updates": 5, "shrink": 0.0}},
         checkpoint={"every_steps": 10**6},
     )
-    experiment = DistillExperiment(config, tmp_path / "run", print_fn=_quiet)
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=no_print)
     experiment.run()
     learner = experiment.learner
     # About 52 updates are due; the learner may trail by up to max_lag_updates (16).
@@ -437,7 +433,7 @@ def test_a_safe_set_run_trains_its_student_by_the_safe_set_loss(tmp_path: Path) 
         distill={"search": "safety", "loss": "safe_set", "width": 8},
         checkpoint={"every_steps": 10**6},
     )
-    experiment = DistillExperiment(config, tmp_path / "run", print_fn=_quiet)
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=no_print)
     experiment.run()
     learner = experiment.learner
     # The next update's minibatch, drawn from a copy of the learner's generator.
@@ -463,7 +459,7 @@ def test_beta_decay_steps_null_hands_the_play_to_the_student_within_the_budget(
         checkpoint={"every_steps": 10**6},
         logging={**QUIET, "log_every_steps": 10},
     )
-    experiment = DistillExperiment(config, tmp_path / "run", print_fn=_quiet)
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=no_print)
     experiment.run()
     schedule = experiment.actor.schedule
     assert schedule(0) == 1.0 and schedule(30) == pytest.approx(0.5) and schedule(60) == 0.0
@@ -485,7 +481,7 @@ def test_a_refitted_student_replaces_the_acting_one_only_once_it_scores_as_well(
         distill={"refit_every_updates": 6, "eval_every_updates": 3},
         checkpoint={"every_steps": 10**6},
     )
-    experiment = DistillExperiment(config, tmp_path / "run", print_fn=_quiet)
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=no_print)
     experiment.run()
     learner, refit = experiment.learner, experiment.learner.refit
     assert refit is not None and learner.updates >= 30
@@ -569,7 +565,7 @@ def test_the_teacher_intervenes_where_the_student_would_lose_a_life(tmp_path: Pa
         },
         checkpoint={"every_steps": 10**6},
     )
-    experiment = DistillExperiment(config, tmp_path / "run", print_fn=_quiet)
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=no_print)
     summary = experiment.run()
     assert summary["teacher_actions"] == summary["interventions"] > 0
     assert [state.last_lives for state in experiment.actor.lifecycle] == [5, 5]
@@ -587,7 +583,7 @@ def test_the_actor_waits_for_a_learner_that_falls_behind_updates_per_step(
         distill={"updates_per_step": 8.0, "batch_size": 256, "max_lag_updates": 4},
         checkpoint={"every_steps": 10**6},
     )
-    experiment = DistillExperiment(config, tmp_path / "run", print_fn=_quiet)
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=no_print)
     summary = experiment.run()
     due = int((summary["labels"] - 8) * 8.0)
     assert due - 4 - 8 * 2 <= summary["updates"] <= due
@@ -627,7 +623,7 @@ def test_init_from_loads_the_student_into_ppo(distill_run: Path, tmp_path: Path)
             "logging": QUIET,
         }
     )
-    experiment = PPOExperiment(config, tmp_path / "ppo", print_fn=_quiet, init_from=distill_run)
+    experiment = PPOExperiment(config, tmp_path / "ppo", print_fn=no_print, init_from=distill_run)
     try:
         experiment.build()
         student = _student(distill_run)
@@ -642,7 +638,7 @@ def test_init_from_loads_the_student_into_ppo(distill_run: Path, tmp_path: Path)
         update={"model": config.model.model_copy(update={"cnn_features": 8, "mlp_hidden": [32]})}
     )
     with pytest.raises(ConfigError, match="does not match this run's model"):
-        PPOExperiment(wider, tmp_path / "ppo2", print_fn=_quiet, init_from=distill_run).build()
+        PPOExperiment(wider, tmp_path / "ppo2", print_fn=no_print, init_from=distill_run).build()
     assert not (tmp_path / "ppo2").exists()
 
 
@@ -656,7 +652,7 @@ def test_init_from_copies_the_student_torso_into_dqn(distill_run: Path, tmp_path
             "logging": QUIET,
         }
     )
-    experiment = DQNExperiment(config, tmp_path / "dqn", print_fn=_quiet, init_from=distill_run)
+    experiment = DQNExperiment(config, tmp_path / "dqn", print_fn=no_print, init_from=distill_run)
     try:
         experiment.build()
         student = _student(distill_run)
@@ -674,7 +670,7 @@ def test_init_from_copies_the_student_torso_into_dqn(distill_run: Path, tmp_path
         update={"model": config.model.model_copy(update={"mlp_hidden": [16]})}
     )
     with pytest.raises(ConfigError, match="none of the student's 4 torso tensors"):
-        DQNExperiment(narrow, tmp_path / "dqn2", print_fn=_quiet, init_from=distill_run).build()
+        DQNExperiment(narrow, tmp_path / "dqn2", print_fn=no_print, init_from=distill_run).build()
 
 
 def test_train_init_from_records_the_student_in_the_summary(
@@ -765,7 +761,7 @@ def test_an_anchored_ppo_run_stays_near_its_student_and_resumes_anchored(
     for coef in (0.0, 20.0):
         config = _ppo_from_student({"coef": coef, "decay_steps": 10_000})
         run_dir = tmp_path / f"coef{coef:g}"
-        experiment = PPOExperiment(config, run_dir, print_fn=_quiet, init_from=distill_run)
+        experiment = PPOExperiment(config, run_dir, print_fn=no_print, init_from=distill_run)
         experiment.run()
         anchor = experiment.context.student_anchor
         if coef == 0:
@@ -780,7 +776,7 @@ def test_an_anchored_ppo_run_stays_near_its_student_and_resumes_anchored(
         first_kl = experiment.memory.history["train/anchor_loss"][0][1]
         assert first_kl < 0.05  # the run starts as the student
         kls[coef] = _kl_to_student(distill_run, experiment, anchor)
-        resumed = PPOExperiment.from_run_dir(run_dir, total_steps=96, print_fn=_quiet)
+        resumed = PPOExperiment.from_run_dir(run_dir, total_steps=96, print_fn=no_print)
         resumed.run()
         assert resumed.context.student_anchor is not None
         assert "train/anchor_loss" in resumed.memory.latest
@@ -796,7 +792,7 @@ def test_a_value_warmup_trains_the_critic_while_the_policy_stays_the_students(
         experiment = PPOExperiment(
             _ppo_from_student(anchor, steps=128),
             tmp_path / f"warmup{warmup}",
-            print_fn=_quiet,
+            print_fn=no_print,
             init_from=distill_run,
         )
         experiment.run()
@@ -846,7 +842,7 @@ def test_an_anchored_dqn_run_ranks_the_students_action_first(
             "logging": QUIET,
         }
     )
-    experiment = DQNExperiment(config, tmp_path / "dqn", print_fn=_quiet, init_from=distill_run)
+    experiment = DQNExperiment(config, tmp_path / "dqn", print_fn=no_print, init_from=distill_run)
     experiment.run()
     assert "train/anchor_agreement" in experiment.memory.latest
     # The Q heads start afresh: the margin loss teaches them the student's ranking. Measured
@@ -869,15 +865,15 @@ def test_init_anchor_is_refused_where_it_would_do_nothing(
 ) -> None:
     config = _ppo_from_student({"coef": 0.5})
     with pytest.raises(ConfigError, match="init_anchor: anchors a run started from a distilled"):
-        PPOExperiment(config, tmp_path / "alone", print_fn=_quiet)
+        PPOExperiment(config, tmp_path / "alone", print_fn=no_print)
     # A saved configuration lists every setting, the anchor's defaults too: not a choice.
     saved = PPOExperimentConfiguration.from_dict(yaml.safe_load(_ppo_from_student(None).to_yaml()))
-    PPOExperiment(saved, tmp_path / "saved", print_fn=_quiet)
+    PPOExperiment(saved, tmp_path / "saved", print_fn=no_print)
     narrowed = _ppo_from_student(None).model_copy(
         update={"env": _ppo_from_student(None).env.model_copy(update={"allowed_actions": [0, 1]})}
     )
     experiment = PPOExperiment(
-        narrowed, tmp_path / "narrow", print_fn=_quiet, init_from=distill_run
+        narrowed, tmp_path / "narrow", print_fn=no_print, init_from=distill_run
     )
     with pytest.raises(ConfigError, match=r"init_anchor\.coef: the student chooses among all"):
         experiment.build()

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from distill_testing import QUIET, no_print
 from oakemu_rl.distill import DistillExperimentConfiguration
 from oakemu_rl.experiments.distill_experiment import DistillExperiment
-
-QUIET = {"tensorboard": False, "console": False}
 
 #: The learning test's budget and the mean greedy score (of 30: a won game) it must reach.
 #: The student depends on its labelling threads' timing, and its score spreads widely.
@@ -21,10 +20,6 @@ QUIET = {"tensorboard": False, "console": False}
 #: that learned something real, not one that wins.
 LEARN_STEPS = 900
 LEARN_THRESHOLD = 5.0
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 @pytest.mark.slow
@@ -50,7 +45,7 @@ def test_distill_learns_catch_from_the_search_teacher(tmp_path: Path) -> None:
             "logging": QUIET,
         },
     )
-    summary = DistillExperiment(config, tmp_path / "run", print_fn=_quiet).run()
+    summary = DistillExperiment(config, tmp_path / "run", print_fn=no_print).run()
     final = summary["final_eval"]
     assert summary["labels"] >= LEARN_STEPS
     assert final["mean_score"] >= LEARN_THRESHOLD, final
