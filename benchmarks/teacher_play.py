@@ -57,7 +57,7 @@ def play(game_name: str, settings: DistillSettings, seed: int) -> Game:
     seconds = 0.0
     while True:
         started = time.perf_counter()
-        label = teacher.label(session.save_state())
+        label = teacher.label(session.save_state(), labels)  # as training labels: by step
         seconds += time.perf_counter() - started
         labels += 1
         step = session.step(int(rng.choice(len(label.target), p=label.target)))

@@ -395,3 +395,53 @@ def test_hidden_ranges_that_are_empty_or_too_many_are_refused() -> None:
         next(many.hidden_variants(state))
     fine = SearchTeacher(game, TeacherSettings(hidden=(("steer_timer", 1, "scroll_period"),)))
     assert len(list(fine.hidden_variants(state))) == 7  # 1..8, less the value it holds
+
+
+def test_failures_carried_over_an_episode_give_the_same_labels_in_fewer_steps() -> None:
+    """Labels of one episode's consecutive states, given their steps, keep the failures
+    the earlier ones found: with failures remembered by the exact state, the very same
+    verdicts as labels searched afresh, for fewer emulator steps; a label at an earlier
+    step starts a new episode and searches afresh."""
+    game = load_game("forest_run")
+    settings = TeacherSettings(horizon=12, search="safety", verify_budget=50_000)
+    carrying, fresh = SearchTeacher(game, settings), SearchTeacher(game, settings)
+    session = GameSession(game)
+    session.reset(3)
+    steps = {"carrying": 0, "fresh": 0}
+    critical = 0
+    for step in range(80):
+        state = session.save_state()
+        carried, afresh = carrying.label(state, step), fresh.label(state)
+        assert carried.lives_lost.tolist() == afresh.lives_lost.tolist(), step
+        steps["carrying"] += carried.simulated_steps
+        steps["fresh"] += afresh.simulated_steps
+        critical += not afresh.safe.all()
+        assert session.step(afresh.best_action).outcome is None
+    assert critical > 10, "few critical states: the test checks little"
+    assert steps["carrying"] < steps["fresh"], steps
+    # Back to the start: a new episode, whose first label owes nothing to the last one's.
+    session.reset(3)
+    start = session.save_state()
+    again, afresh = carrying.label(start, 0), fresh.label(start)
+    assert again.simulated_steps == afresh.simulated_steps
+    assert again.lives_lost.tolist() == afresh.lives_lost.tolist()
+
+
+def test_an_env_s_labels_carry_the_memo_over_its_episode() -> None:
+    """`TeacherLabels` gives the teacher each state's step, so training's labels keep the
+    memo: the same labels as a teacher searching each state afresh, in fewer steps, and
+    again from the start after a reset."""
+    settings = TeacherSettings(horizon=12, search="safety", verify_budget=50_000)
+    labelled = TeacherLabels(OakEmuEnv("catch", seed=3), settings)
+    fresh = SearchTeacher(load_game("catch"), settings)
+    steps = {"env": 0, "fresh": 0}
+    for _ in range(2):
+        _, info = labelled.reset()
+        for _ in range(60):
+            afresh = fresh.label(labelled.save_state())
+            assert list(info["teacher"]["lives_lost"]) == afresh.lives_lost.tolist()
+            steps["env"] += info["teacher"]["simulated_steps"]
+            steps["fresh"] += afresh.simulated_steps
+            *_, terminated, truncated, info = labelled.step(afresh.best_action)
+            assert not (terminated or truncated)
+    assert steps["env"] < 0.8 * steps["fresh"], steps

@@ -14,6 +14,11 @@ was exact in only 49% of 150 states). So each action the beam found losing more 
 than the best one is then checked by a depth-first search for a path that loses no more
 (`verify_budget` emulator steps at most, failed states remembered): a path it finds
 makes the action safe, so the safe set no longer depends on which paths the beam pruned.
+The next label of the same episode searches from the state one step on, to a step
+further: its searches meet many states the last label's met at the same step. So what the
+searches learn is kept for the episode's next labels (by the step a state was reached at):
+a state that failed to last r steps fails to last more and is not searched again, and a
+path found from a state is extended a step rather than found anew.
 
 Its target is a soft distribution over actions: the actions that lose the fewest lives
 share all the mass, each weighted by ``exp((return - best) / temperature)``; an action
@@ -277,6 +282,81 @@ def soft_target(
     return target
 
 
+class _SearchMemo:
+    """What the depth-first searches learned, kept for the labels of one episode.
+
+    Both are remembered by the step of the episode a state was reached at and by how many
+    more lives a search from it could still lose:
+
+    - a failure, by what `TeacherSettings.prune` remembers the state by, with the fewest
+      steps it was found unable to last. Failing to last r steps is failing to last more,
+      so it stays true for the next labels of the episode, whose searches end later:
+      they do not search the same doomed futures again.
+    - a path found, by the exact machine state, with the path's last state and what it
+      lost and gained on the way. The emulator is deterministic, so a later search that
+      reaches the same state at the same step has that path too, and needs only to extend
+      it to its own end (a step further for the next label) instead of finding one anew.
+    """
+
+    def __init__(self) -> None:
+        self._failed: dict[int, dict[object, int]] = {}
+        self._found: dict[int, dict[tuple[bytes, int], tuple[_Path, int, int, float]]] = {}
+        self.end = 0
+        """The step of the episode the current label's searches end at."""
+
+    def begin(self, first: int, end: int) -> None:
+        """A new label whose searches go from step `first` to step `end`: forget what was
+        learned before `first`, which no path of it can reach."""
+        self.end = end
+        for by_step in (self._failed, self._found):
+            for step in [step for step in by_step if step < first]:
+                del by_step[step]
+
+    def failed(self, key: object, remaining: int) -> bool:
+        """Whether a state remembered by `key`, `remaining` steps before the end, is known
+        to fail."""
+        at_step = self._failed.get(self.end - remaining)
+        return at_step is not None and at_step.get(key, remaining + 1) <= remaining
+
+    def add_failure(self, key: object, remaining: int) -> None:
+        """Remember that the state `key`, `remaining` steps before the end, fails."""
+        at_step = self._failed.setdefault(self.end - remaining, {})
+        if at_step.get(key, remaining + 1) > remaining:
+            at_step[key] = remaining
+
+    def found(self, path: _Path, remaining: int, more: int) -> tuple[_Path, int] | None:
+        """A path found from `path`'s very state (`remaining` steps before the end, with
+        `more` lives still to lose) by an earlier search: its last state, counted from
+        `path`, and the steps it falls short of the end (0: none, or it won); None if none
+        was found."""
+        at_step = self._found.get(self.end - remaining)
+        entry = None if at_step is None else at_step.get((path.state, more))
+        if entry is None:
+            return None
+        leaf, leaf_step, lost, gained = entry
+        rebased = _Path(
+            leaf.state,
+            leaf.lives,
+            path.lives_lost + lost,
+            path.episode_return + gained,
+            path.firsts,
+            leaf.ended,
+            leaf.situation,
+        )
+        short = 0 if leaf.ended == "win" else max(0, self.end - leaf_step)
+        return rebased, short
+
+    def add_found(self, path: _Path, remaining: int, more: int, leaf: _Path) -> None:
+        """Remember `leaf`, the last state of a path found from `path` (`remaining` steps
+        before the end, `more` lives still to lose)."""
+        self._found.setdefault(self.end - remaining, {})[(path.state, more)] = (
+            leaf,
+            self.end,  # where every path found ends, but for a win (never extended)
+            leaf.lives_lost - path.lives_lost,
+            leaf.episode_return - path.episode_return,
+        )
+
+
 class SearchTeacher:
     """Labels saved machine states of one game by lookahead.
 
@@ -307,6 +387,8 @@ class SearchTeacher:
         self.simulated_steps = 0
         """Emulator steps taken by every label so far."""
         self._closest = 0  # the fewest steps left that a depth-first path reached
+        self._memo = _SearchMemo()  # the current label's
+        self._episode_step = -1  # the step of the last label given one
 
     def _lives(self) -> int | None:
         return self.session.values.get("lives") if self._has_lives else None
@@ -369,10 +451,22 @@ class SearchTeacher:
         visited.update(projected.values())
         return list(chosen.values())
 
-    def label(self, state: bytes) -> TeacherLabel:
+    def label(self, state: bytes, step: int | None = None) -> TeacherLabel:
         """Label the machine state `state` (from `save_state`); the env it came from is
-        untouched: the teacher plays on its own emulator."""
+        untouched: the teacher plays on its own emulator.
+
+        `step`: the state's step in its episode, where consecutive labels come from one
+        episode (`TeacherLabels` gives it). What the searches learned (states that fail,
+        paths found) is then kept for the next labels (`_SearchMemo`): the same verdicts in
+        fewer emulator steps, and more of them found within `verify_budget`. A step no later
+        than the last label's starts a new episode. Without it, each label starts afresh."""
         before = self.simulated_steps
+        hold, horizon = self.settings.hold, self.settings.horizon
+        if step is None or step <= self._episode_step:
+            self._memo = _SearchMemo()
+        self._episode_step = -1 if step is None else step
+        start = 0 if step is None else step
+        self._memo.begin(start + hold, start + hold + horizon)
         self.session.reset_to_state(state)
         root = _Path(state, self._lives(), 0, 0.0, 0)
         if self.settings.search == "beam":
@@ -443,10 +537,11 @@ class SearchTeacher:
             self.session.reset_to_state(variant)
             root = _Path(variant, self._lives(), 0, 0.0, 0)
             survives = np.zeros(self.num_actions, dtype=bool)
-            failed: dict[object, int] = {}
+            memo = _SearchMemo()  # a variant's futures are its own
+            memo.begin(0, self._memo.end)
             for action in candidates:
                 first = self._advance(root, int(action), self.settings.hold, 0)
-                path = self._depth_first(first, self.settings.horizon, allowed, failed, end)
+                path = self._depth_first(first, self.settings.horizon, allowed, memo, end)
                 survives[action] = path is not None
             if self.simulated_steps >= end:
                 break
@@ -488,8 +583,8 @@ class SearchTeacher:
         end = self.simulated_steps + settings.verify_budget
         fewest = min(path.lives_lost for path in firsts)
         allowed = fewest
+        memo = self._memo
         for allowed in range(fewest, fewest + 3):
-            failed: dict[object, int] = {}  # what failed under one allowance only
             reach[:] = -1
             pending = list(range(self.num_actions))
             for _ in range(2):  # even shares, then the leftovers for those cut short
@@ -500,7 +595,7 @@ class SearchTeacher:
                     )
                     self._closest = settings.horizon - int(reach[action])
                     found = self._depth_first(
-                        firsts[action], settings.horizon, allowed, failed, share_end
+                        firsts[action], settings.horizon, allowed, memo, share_end
                     )
                     reach[action] = settings.horizon - self._closest
                     if found is not None:
@@ -532,7 +627,7 @@ class SearchTeacher:
         allowed = int(lives_lost.min())
         end = self.simulated_steps + self.settings.verify_budget
         remaining = max(0, self.settings.horizon - 1)
-        failed: dict[object, int] = {}
+        memo = self._memo
         room = np.zeros(self.num_actions, dtype=np.float32)
         for action in np.flatnonzero(lives_lost == allowed):
             first = firsts[int(action)]
@@ -543,7 +638,7 @@ class SearchTeacher:
                 if self.simulated_steps >= end:
                     return room
                 child = self._advance(first, second, 1, 0)
-                if self._depth_first(child, remaining, allowed, failed, end) is not None:
+                if self._depth_first(child, remaining, allowed, memo, end) is not None:
                     room[action] += 1
         return room
 
@@ -613,52 +708,62 @@ class SearchTeacher:
         the action's outcome (in place) where one is found."""
         allowed = int(lives_lost.min())
         budget_end = self.simulated_steps + self.settings.verify_budget
-        failed: dict[object, int] = {}
+        memo = self._memo
         for action in np.flatnonzero(lives_lost > allowed):
             if self.simulated_steps + self.settings.hold > budget_end:
                 return  # not even the action's held steps fit in what is left
             first = self._advance(root, int(action), self.settings.hold, 0)
-            found = self._depth_first(first, self.settings.horizon, allowed, failed, budget_end)
+            found = self._depth_first(first, self.settings.horizon, allowed, memo, budget_end)
             if found is not None:
                 lives_lost[action] = found.lives_lost
                 returns[action] = found.episode_return
                 won[action] = found.ended == "win"
 
     def _depth_first(
-        self, path: _Path, remaining: int, allowed: int, failed: dict[object, int], end: int
+        self, path: _Path, remaining: int, allowed: int, memo: _SearchMemo, end: int
     ) -> _Path | None:
         """A path from `path` that goes on `remaining` steps (or wins) losing at most
         `allowed` lives in all; None when there is none or the steps run out at `end`.
-        `failed` maps what `settings.prune` remembers a state by to the fewest remaining
-        steps it was found to fail with (a state's lives are in its memory, so lives lost
-        so far agree). `_closest` is lowered to the fewest remaining steps any path
-        reached without losing more."""
+        `memo` holds what this search and earlier ones learned: failures are not searched
+        again, and a path found from the same state is extended rather than found anew.
+        `_closest` is lowered to the fewest remaining steps any path reached without
+        losing more."""
         if path.lives_lost > allowed or path.ended == "loss":
             return None
         self._closest = min(self._closest, remaining)
         if remaining == 0 or path.ended == "win":
             return path
-        key = self._memo_key(path, remaining)
-        if failed.get(key, remaining + 1) <= remaining:
+        key = self._memo_key(path, allowed)
+        if memo.failed(key, remaining):
             return None
+        more = allowed - path.lives_lost
+        known = memo.found(path, remaining, more)
+        if known is not None:
+            leaf, short = known
+            found = self._depth_first(leaf, short, allowed, memo, end)
+            if found is not None:
+                memo.add_found(path, remaining, more, found)
+                return found
         for action in range(self.num_actions):
             if self.simulated_steps >= end:
                 return None
             child = self._advance(path, action, 1, 0)
-            found = self._depth_first(child, remaining - 1, allowed, failed, end)
+            found = self._depth_first(child, remaining - 1, allowed, memo, end)
             if found is not None:
+                memo.add_found(path, remaining, more, found)
                 return found
         if self.simulated_steps < end:  # a search cut short proves nothing
-            failed[key] = remaining
+            memo.add_failure(key, remaining)
         return None
 
-    def _memo_key(self, path: _Path, remaining: int) -> object:
-        """What a failed search from `path` is remembered by (`settings.prune`): the
-        machine state, or the situation at that step with the lives lost so far (every
-        search from one label starts at the same step, so `remaining` says which)."""
+    def _memo_key(self, path: _Path, allowed: int) -> object:
+        """What a failed search from `path` is remembered by (`settings.prune`), beside
+        its step: the machine state, or the situation with the lives left; with the lives
+        it could still lose."""
+        more = allowed - path.lives_lost
         if self.settings.prune == "situation":
-            return (path.situation, path.lives_lost, remaining)
-        return path.state
+            return (path.situation, path.lives, more)
+        return (path.state, more)
 
 
 class TeacherLabels:
@@ -679,10 +784,11 @@ class TeacherLabels:
         self.teacher = SearchTeacher(env.game, settings)
         self.observation_space = env.observation_space
         self.action_space = env.action_space
+        self._step = 0  # of the episode, for the teacher to carry failures over
 
     def _labelled(self, info: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
-        label = self.teacher.label(self.env.save_state())
+        label = self.teacher.label(self.env.save_state(), self._step)
         info["teacher"] = {
             "target": tuple(float(p) for p in label.target),
             "lives_lost": tuple(int(n) for n in label.lives_lost),
@@ -693,10 +799,12 @@ class TeacherLabels:
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         observation, info = self.env.reset(**kwargs)
+        self._step = 0
         return observation, self._labelled(info)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         observation, reward, terminated, truncated, info = self.env.step(action)
+        self._step += 1
         if not (terminated or truncated):
             info = self._labelled(info)
         return observation, reward, terminated, truncated, info
