@@ -12,20 +12,19 @@ from oakemu_rl.distill import DistillExperimentConfiguration
 from oakemu_rl.experiments.distill_experiment import DistillExperiment
 
 #: The learning test's budget and the mean greedy score (of 30: a won game) it must reach.
-#: The student depends on its labelling threads' timing, and its score spreads widely.
-#: Measured with the preset at 900 steps, 4 final games: 30.0 on seeds 0, 1 and 2 on a quiet
-#: machine (2026-12-06); 15.25 and 7.5 on seed 0 in two runs of the whole file under load,
-#: and 6.25 alone beside another run (2026-12-06). Random play catches about 1.6 blocks a
-#: game (a mean return of -3.4 over 5 lives), so the threshold asks for 3x that: a student
-#: that learned something real, not one that wins.
+#: With the preset's safety teacher, measured at 900 steps, 4 final games: 30.0 on seeds 0, 1
+#: and 2 on a quiet machine, 29-41 s a run (2026-12-06). With the beam teacher it had before,
+#: the student's score spread widely under load (seed 0: 6.25 to 15.25 in CI runs, 30.0
+#: quiet), for reasons not found; so the threshold stays at 3x random play's 1.6 catches a
+#: game (a mean return of -3.4 over 5 lives): a student that learned something real.
 LEARN_STEPS = 900
 LEARN_THRESHOLD = 5.0
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # about 600 labels of 0.2-0.3 s on 2 workers; longer on a busy machine
+@pytest.mark.timeout(1200)  # 30-40 s on a quiet machine; far longer on a busy one
 def test_distill_learns_catch_from_the_search_teacher(tmp_path: Path) -> None:
-    """The shipped preset (teacher horizon 16, width 8; RAM observation; beta from 1 to 0
+    """The shipped preset (safety teacher, horizon 16; RAM observation; beta from 1 to 0
     over 300 steps) on 2 worker processes, for LEARN_STEPS env steps: the greedy student
     then catches several times as many blocks as random play (30 catches win a game).
     Measured: see LEARN_STEPS."""
