@@ -733,10 +733,10 @@ class SearchTeacher:
         self._closest = min(self._closest, remaining)
         if remaining == 0 or path.ended == "win":
             return path
-        key = self._memo_key(path, allowed)
+        more = allowed - path.lives_lost  # lives a path from here may still lose
+        key = self._memo_key(path, more)
         if memo.failed(key, remaining):
             return None
-        more = allowed - path.lives_lost
         known = memo.found(path, remaining, more)
         if known is not None:
             leaf, short = known
@@ -756,11 +756,10 @@ class SearchTeacher:
             memo.add_failure(key, remaining)
         return None
 
-    def _memo_key(self, path: _Path, allowed: int) -> object:
+    def _memo_key(self, path: _Path, more: int) -> object:
         """What a failed search from `path` is remembered by (`settings.prune`), beside
-        its step: the machine state, or the situation with the lives left; with the lives
-        it could still lose."""
-        more = allowed - path.lives_lost
+        its step: the machine state, or the situation with the lives left; with `more`,
+        the lives it could still lose."""
         if self.settings.prune == "situation":
             return (path.situation, path.lives, more)
         return (path.state, more)
