@@ -7,12 +7,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
 import torch
 from torch import nn
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from oakemu_rl.distill import DATASET_FILE
 from oakemu_rl.distill.actor import safe_choice_rate
@@ -108,12 +109,15 @@ def fit_student(
     seed: int,
     augment: Augment | None = None,
     loss: Loss = soft_cross_entropy,
-    every: tuple[int, Callable[[int, PPOModel], None]] | None = None,
+    every: tuple[int, Callable[[int, PPOModel, PPOModel | None], None]] | None = None,
+    ema: float | None = None,
 ) -> tuple[PPOModel, float]:
     """A fresh student of `config`'s architecture trained on `labels`' training rows with
     the run's loss, optimiser and minibatch size (`RunLabels.split`'s weights), for
     `updates` updates; with the seconds spent in the updates themselves. `every` = (n, f)
-    calls f(updates so far, student) after every n updates."""
+    calls f(updates so far, student, its average) after every n updates. With `ema` = d
+    the student returned is the exponential moving average of the trained one's weights
+    (each update moves it 1 - d of the way to them; the average handed to f, else None)."""
     from oakemu_rl.experiments.distill_experiment import DistillExperiment
 
     settings = config.distill
@@ -123,6 +127,10 @@ def fit_student(
     model = DistillExperiment.build_model(config, labels.shape, targets.shape[1])
     optimizer = torch.optim.Adam(model.parameters(), settings.learning_rate, eps=settings.adam_eps)
     rng = np.random.default_rng(seed)
+    averaged = None
+    if ema is not None:
+        averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(ema))
+    average = None if averaged is None else cast(PPOModel, averaged.module)
     seconds = 0.0
     for done in range(1, updates + 1):
         batch = rng.choice(train, settings.batch_size, p=weights)
@@ -131,10 +139,12 @@ def fit_student(
             inputs, wanted = augment(rng, inputs, wanted)
         started = time.perf_counter()
         update(model, optimizer, inputs, wanted, settings.max_grad_norm, loss)
+        if averaged is not None:
+            averaged.update_parameters(model)
         seconds += time.perf_counter() - started
         if every is not None and done % every[0] == 0:
-            every[1](done, model)
-    return model, seconds
+            every[1](done, model, average)
+    return model if average is None else average, seconds
 
 
 def update(

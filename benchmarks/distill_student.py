@@ -2,7 +2,7 @@
 
     python benchmarks/distill_student.py RUN_DIR [--torsos small_cnn cell_cnn]
         [--losses cross_entropy safe_set] [--updates 2000] [--seeds 0 1] [--members 3]
-        [--curve 500]
+        [--curve 500] [--ema 0.999]
 
 Reads the aggregated dataset of a distill run's newest checkpoint and, for each torso of
 `oakemu_rl.runtime.torsos` and each `distill.loss`, trains fresh students with the run's
@@ -17,7 +17,9 @@ choices to the first's (the first torso with the first loss).
 initial weights and minibatches) whose action probabilities are averaged: it prints the
 members' unsafe share beside the ensemble's, the question being whether the student's
 errors are the variance of one fit. `--curve N` prints each fit's unsafe share every N
-updates, the question being whether more updates would help.
+updates, the question being whether more updates would help. `--ema D` scores instead the
+exponential moving average of each network's weights (decay D an update): an ensemble over
+time that costs no more updates and no more at play time.
 """
 
 from __future__ import annotations
@@ -61,6 +63,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--members", type=int, default=1, help="networks in each student")
     parser.add_argument("--curve", type=int, default=0, help="print unsafe every N updates")
+    parser.add_argument(
+        "--ema",
+        type=float,
+        help="score the exponential moving average of each network's weights, with this "
+        "decay an update (the trained network's own figure in --curve beside it)",
+    )
     args = parser.parse_args()
     labels = load_run_labels(args.run_dir)
     config, shape, observations = labels.config, labels.shape, labels.observations
@@ -85,10 +93,17 @@ def main() -> None:
             for member in range(args.members):
 
                 def report(
-                    done: int, model: PPOModel, tag: str = f"seed {seed} {student} {member}"
+                    done: int,
+                    model: PPOModel,
+                    average: PPOModel | None,
+                    tag: str = f"seed {seed} {student} {member}",
                 ) -> None:
                     safe = labels.held_out_safe_rate(model, args.run_dir)
-                    print(f"  {tag}: {done:,} updates, unsafe {1 - safe:.2%}", flush=True)
+                    line = f"  {tag}: {done:,} updates, unsafe {1 - safe:.2%}"
+                    if average is not None:
+                        averaged = labels.held_out_safe_rate(average, args.run_dir)
+                        line += f", its moving average {1 - averaged:.2%}"
+                    print(line, flush=True)
 
                 fitted, seconds = fit_student(
                     labels,
@@ -97,6 +112,7 @@ def main() -> None:
                     seed * 1000 + member,
                     loss=LOSSES[loss],
                     every=(args.curve, report) if args.curve else None,
+                    ema=args.ema,
                 )
                 members.append(fitted)
                 training_s += seconds
