@@ -3,17 +3,17 @@ and score of a student fitted on them offline (`distill_replay.py`, `distill_mir
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 import torch
 from torch import nn
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from oakemu_rl.distill import DATASET_FILE
 from oakemu_rl.distill.actor import safe_choice_rate
@@ -23,6 +23,7 @@ from oakemu_rl.envs.observation import ObservationPipeline
 from oakemu_rl.experiments.evaluation import find_checkpoint, read_checkpoint_config
 from oakemu_rl.games.loader import GameDefinition, load_game
 from oakemu_rl.ppo.model import PPOModel
+from oakemu_rl.runtime.weight_average import WeightAverage
 
 
 class Student(Protocol):
@@ -116,8 +117,8 @@ def fit_student(
     the run's loss, optimiser and minibatch size (`RunLabels.split`'s weights), for
     `updates` updates; with the seconds spent in the updates themselves. `every` = (n, f)
     calls f(updates so far, student, its average) after every n updates. With `ema` = d
-    the student returned is the exponential moving average of the trained one's weights
-    (each update moves it 1 - d of the way to them; the average handed to f, else None)."""
+    the student returned is the moving average of the trained one's weights that
+    `distill.ema_decay` = d makes (`WeightAverage`; handed to f, else None)."""
     from oakemu_rl.experiments.distill_experiment import DistillExperiment
 
     settings = config.distill
@@ -127,10 +128,8 @@ def fit_student(
     model = DistillExperiment.build_model(config, labels.shape, targets.shape[1])
     optimizer = torch.optim.Adam(model.parameters(), settings.learning_rate, eps=settings.adam_eps)
     rng = np.random.default_rng(seed)
-    averaged = None
-    if ema is not None:
-        averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(ema))
-    average = None if averaged is None else cast(PPOModel, averaged.module)
+    averaging = None if ema is None else WeightAverage(ema)
+    average = None if averaging is None else copy.deepcopy(model)
     seconds = 0.0
     for done in range(1, updates + 1):
         batch = rng.choice(train, settings.batch_size, p=weights)
@@ -139,8 +138,8 @@ def fit_student(
             inputs, wanted = augment(rng, inputs, wanted)
         started = time.perf_counter()
         update(model, optimizer, inputs, wanted, settings.max_grad_norm, loss)
-        if averaged is not None:
-            averaged.update_parameters(model)
+        if averaging is not None and average is not None:
+            averaging.update(average, model)
         seconds += time.perf_counter() - started
         if every is not None and done % every[0] == 0:
             every[1](done, model, average)

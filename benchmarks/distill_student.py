@@ -18,8 +18,9 @@ initial weights and minibatches) whose action probabilities are averaged: it pri
 members' unsafe share beside the ensemble's, the question being whether the student's
 errors are the variance of one fit. `--curve N` prints each fit's unsafe share every N
 updates, the question being whether more updates would help. `--ema D` scores instead the
-exponential moving average of each network's weights (decay D an update): an ensemble over
-time that costs no more updates and no more at play time.
+moving average of each network's weights that `distill.ema_decay: D` acts with (beside the
+trained weights' own figure in `--curve`): an ensemble over time that costs no more
+updates and no more at play time.
 """
 
 from __future__ import annotations

@@ -547,6 +547,81 @@ def test_a_refitted_student_replaces_the_acting_one_only_once_it_scores_as_well(
         _cheap_config(distill={"refit_every_updates": 6, "holdout_fraction": 0.0})
 
 
+def _weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+
+
+def _assert_same(weights: dict[str, torch.Tensor], model: torch.nn.Module) -> None:
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(tensor, weights[name], rtol=0, atol=0)
+
+
+def test_an_averaged_student_acts_while_the_optimizer_trains_the_weights_it_averages(
+    tmp_path: Path,
+) -> None:
+    """`distill.ema_decay`: Adam trains one network, each update moves the published
+    student towards it; checkpoints and resume keep both and the average's count; a refit
+    candidate keeps an average of its own, which is what is judged and swapped in."""
+    config = _cheap_config(
+        total_steps=60,
+        distill={"ema_decay": 0.9, "refit_every_updates": 6, "eval_every_updates": 3},
+        checkpoint={"every_steps": 10**6},
+    )
+    experiment = DistillExperiment(config, tmp_path / "run", print_fn=no_print)
+    experiment.run()
+    learner, refit = experiment.learner, experiment.learner.refit
+    average = learner.average
+    assert average is not None and refit is not None and learner.updates >= 20
+    assert learner.trained_model is not learner.model is experiment.container.model
+    trained_params = {id(p) for p in learner.trained_model.parameters()}
+    assert {id(p) for group in experiment.optimizer.param_groups for p in group["params"]} == (
+        trained_params
+    )
+
+    # The checkpoint's student is the average; the trained weights ride in learner.pt.
+    checkpoint = find_checkpoint(tmp_path / "run")
+    _assert_same(checkpoint.load_torch(MODEL_FILE)["learner"], learner.model)
+    resumed = DistillExperiment.from_run_dir(tmp_path / "run", total_steps=80, print_fn=no_print)
+    try:
+        resumed.build()
+        _assert_same(_weights(learner.model), resumed.learner.model)
+        _assert_same(_weights(learner.trained_model), resumed.learner.trained_model)
+        assert resumed.learner.average is not None
+        assert resumed.learner.average.count == average.count > 0
+    finally:
+        resumed.close()
+
+    # One update outside a refit: Adam moves the trained weights, the average follows.
+    refit.candidate, refit.phase_start = None, learner.updates
+    before, version = _weights(learner.model), experiment.container.version
+    kept = average.current_decay()
+    assert learner.update() is not None and experiment.container.version == version + 1
+    for name, tensor in learner.model.state_dict().items():
+        expected = kept * before[name] + (1 - kept) * learner.trained_model.state_dict()[name]
+        torch.testing.assert_close(tensor, expected, rtol=1e-5, atol=1e-6)
+
+    # A candidate trains its own network and averages it; swapped in, both replace the
+    # student's and the student's average goes on from the candidate's count.
+    refit.phase_start = learner.updates - 6
+    learner.update()
+    candidate = refit.candidate
+    assert candidate is not None and candidate.average is not None
+    for _ in range(3):
+        assert learner.update() is not None
+    assert candidate.average.count == 3 and candidate.acting is not candidate.model
+    averaged, trained = _weights(candidate.acting), _weights(candidate.model)
+    refit.judge(0.5, 0.5, learner.updates)
+    assert refit.candidate is None
+    _assert_same(averaged, learner.model)
+    _assert_same(trained, learner.trained_model)
+    assert average.count == 3
+
+    with pytest.raises(ConfigError, match=r"ema_decay and distill\.shrink_perturb"):
+        _cheap_config(distill={"ema_decay": 0.9, "shrink_perturb": {"every_updates": 5}})
+    with pytest.raises(ConfigError, match="ema_decay"):
+        _cheap_config(distill={"ema_decay": 1.0})
+
+
 def test_the_teacher_intervenes_where_the_student_would_lose_a_life(tmp_path: Path) -> None:
     """An untrained student plays every step (beta 0, no update); with `intervene` the
     teacher (horizon 10, which sees each falling block in time) overrides its losing moves:

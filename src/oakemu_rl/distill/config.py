@@ -183,6 +183,19 @@ class DistillSettings(_Section):
         "(plasticity), and unlike shrink_perturb's reset the acting student never plays "
         "worse for it. Needs holdout_fraction > 0.",
     )
+    ema_decay: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Act with a moving average of the student's weights (null: the trained "
+        "weights themselves): after each update the average keeps this share of itself and "
+        "takes the rest from the trained weights (less while it is young: at most (1 + n) / "
+        "(10 + n) after n updates). The average is what acts, is evaluated, checkpointed and "
+        "exported; the optimizer goes on training the weights it averages, and a refit "
+        "candidate keeps an average of its own, judged and swapped in as the student's. "
+        "The trained weights swing from one update to the next on a growing dataset; their "
+        "average smooths that out at no cost at play time.",
+    )
     critical_steps: int = Field(
         8,
         ge=0,
@@ -247,6 +260,16 @@ class DistillSettings(_Section):
                 f"distill.loss: safe_set learns only which actions the target allows; search: "
                 f"{self.search}'s weights among them would do nothing (use search: safety, or "
                 "loss: cross_entropy)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _average_is_of_one_network(self) -> DistillSettings:
+        if self.ema_decay is not None and self.shrink_perturb.every_updates is not None:
+            raise ValueError(
+                "distill.ema_decay and distill.shrink_perturb: an average over a shrunk "
+                "student's weights mixes two networks; use refit_every_updates to renew an "
+                "averaged student"
             )
         return self
 

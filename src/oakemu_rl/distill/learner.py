@@ -1,7 +1,8 @@
 """The distillation learner thread: soft cross-entropy on minibatches of the aggregated
 dataset, at a fixed ratio of updates to labelled states (with `shrink_perturb`, the student
 shrunk towards a fresh initialisation every so many updates; with `refit_every_updates`, a
-fresh student refitted on the side, `StudentRefit`)."""
+fresh student refitted on the side, `StudentRefit`; with `ema_decay`, the student that
+acts an average of the trained weights, `WeightAverage`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from ..runtime.learner_thread import LearnerThread
 from ..runtime.replay_ratio_gate import ReplayRatioGate
 from ..runtime.shrink_perturb import shrink_if_due
 from ..runtime.thread_safe_model import ThreadSafeModel
+from ..runtime.weight_average import WeightAverage
 from .actor import safe_choice_rate, teacher_agrees
 from .config import DistillExperimentConfiguration
 from .dataset import DistillDataset
@@ -51,7 +53,9 @@ class DistillLearner(LearnerThread):
     updates. With `distill.refit_every_updates`, a candidate student is refitted on the
     side (`StudentRefit`) and judged at each measurement on the same held-out states:
     ``distill/candidate_holdout_safe`` (or ``_accuracy``), ``distill/refits`` and
-    ``distill/refits_dropped``.
+    ``distill/refits_dropped``. With `distill.ema_decay` the optimizer trains
+    `trained_model` and each update moves the published student (the learner model) towards
+    it (`WeightAverage`): what acts, is measured, checkpointed and exported is the average.
 
     Pacing (the `ReplayRatioGate` shared with the actor, counting labelled states): after
     `distill.learning_starts` labelled states, the learner makes `distill.updates_per_step`
@@ -63,7 +67,9 @@ class DistillLearner(LearnerThread):
     Args:
         context: the run's context.
         learner_model: the learner model's container (weights published to the actor).
-        optimizer: Adam over the learner model's parameters.
+        trained_model: the network the optimizer trains: the learner model itself, or with
+            `distill.ema_decay` the network whose average it is.
+        optimizer: Adam over the trained model's parameters.
         dataset: the aggregated dataset.
         gate: paces updates to labelled states, shared with the actor.
         env_steps: the actor's step count (for logging and rollback).
@@ -74,6 +80,7 @@ class DistillLearner(LearnerThread):
         self,
         context: RuntimeContext[DistillExperimentConfiguration],
         learner_model: ThreadSafeModel[PPOModel],
+        trained_model: PPOModel,
         optimizer: torch.optim.Optimizer,
         dataset: DistillDataset,
         gate: ReplayRatioGate,
@@ -87,7 +94,15 @@ class DistillLearner(LearnerThread):
         self._loss = LOSSES[self.settings.loss]
         self.learner_model = learner_model
         self.model = learner_model.model
-        self._params = [p for p in self.model.parameters() if p.requires_grad]
+        self.trained_model = trained_model
+        decay = self.settings.ema_decay
+        self.average = None if decay is None else WeightAverage(decay)
+        if (self.average is None) != (trained_model is self.model):
+            raise ValueError(
+                "DistillLearner: the trained model is the learner model exactly when "
+                "distill.ema_decay is not set"
+            )
+        self._params = [p for p in trained_model.parameters() if p.requires_grad]
         self.optimizer = optimizer
         self.dataset = dataset
         self.gate = gate
@@ -102,7 +117,11 @@ class DistillLearner(LearnerThread):
         self._rate_mark = (time.monotonic(), 0)
         every = self.settings.refit_every_updates
         self.refit = (
-            None if every is None else StudentRefit(every, learner_model, optimizer, context.seed)
+            None
+            if every is None
+            else StudentRefit(
+                every, learner_model, trained_model, optimizer, context.seed, self.average
+            )
         )
 
     # -- learning rate --------------------------------------------------------------------
@@ -128,7 +147,7 @@ class DistillLearner(LearnerThread):
         targets = torch.from_numpy(batch.targets).to(device)
         # During a refit the candidate trains; the acting student stays as it is.
         candidate = self.refit.candidate if self.refit is not None else None
-        model = self.model if candidate is None else candidate.model
+        model = self.trained_model if candidate is None else candidate.model
         params = self._params if candidate is None else list(model.parameters())
         loss = self._loss(model(observations), targets)
         if not bool(torch.isfinite(loss)):
@@ -142,10 +161,14 @@ class DistillLearner(LearnerThread):
             self._non_finite(grad_norm)
             return None
         if candidate is not None:
-            candidate.optimizer.step()
-        else:
+            candidate.step()
+        elif self.average is None:
             with self.learner_model.update():
                 self.optimizer.step()
+        else:
+            self.optimizer.step()
+            with self.learner_model.update():
+                self.average.update(self.model, self.trained_model)
         self.updates += 1
         if self.refit is not None:
             self.refit.after_update(self.updates)
@@ -187,7 +210,7 @@ class DistillLearner(LearnerThread):
         scores = _scores(self.model, batch, targets, "distill/holdout")
         refit = self.refit
         if refit is not None and refit.candidate is not None:
-            scores |= _scores(refit.candidate.model, batch, targets, "distill/candidate_holdout")
+            scores |= _scores(refit.candidate.acting, batch, targets, "distill/candidate_holdout")
         return scores
 
     # -- thread ---------------------------------------------------------------------------
@@ -263,13 +286,20 @@ class DistillLearner(LearnerThread):
     # -- state ----------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Counters, learning-rate scale and sampling RNG (model and optimizer are saved
-        apart, the dataset by the state adapter)."""
+        """Counters, learning-rate scale and sampling RNG; with `ema_decay` the trained
+        weights and the average's update count (the student, which is the average, and the
+        optimizer are saved apart, the dataset by the state adapter)."""
         state: dict[str, Any] = {
             "updates": self.updates,
             "lr_scale": self.lr_scale,
             "rng": dict(self.rng.bit_generator.state),
         }
+        if self.average is not None:
+            state["trained_model"] = {
+                name: tensor.detach().clone()
+                for name, tensor in self.trained_model.state_dict().items()
+            }
+            state["average_count"] = self.average.count
         if self.refit is not None:
             state["refit"] = self.refit.state_dict()
         return state
@@ -280,10 +310,24 @@ class DistillLearner(LearnerThread):
         if not keep_counters:
             self.updates = int(state["updates"])
         self.rng.bit_generator.state = state["rng"]
+        if self.average is not None:
+            self._restore_trained(state)
         if self.refit is not None and "refit" in state:
             self.refit.load_state_dict(state["refit"])
         self.set_lr_scale(float(state.get("lr_scale", 1.0)))
         self.gate.set_updates(self.updates)
+
+    def _restore_trained(self, state: dict[str, Any]) -> None:
+        """The trained weights and the average's count of `state`; a checkpoint of a run
+        without an average (the student alone) restarts the average at the student."""
+        assert self.average is not None
+        trained = state.get("trained_model")
+        if trained is None:
+            self.trained_model.load_state_dict(self.model.state_dict())
+            self.average.restart()
+        else:
+            self.trained_model.load_state_dict(trained)
+            self.average.restart(int(state["average_count"]))
 
 
 @torch.no_grad()

@@ -6,6 +6,10 @@ forest_run's dataset a fresh network of the same architecture chooses safe actio
 often after 500 updates than the run's student after 11,000. A reset (shrink_perturb with
 shrink 0) recovers that, but leaves a worse student acting and being evaluated until it
 has caught up; a refit keeps the old student acting until the new one is as good.
+
+With `distill.ema_decay` the student that acts is an average of the trained weights
+(`WeightAverage`); a candidate then keeps an average of its own, which is what is judged
+and swapped in.
 """
 
 from __future__ import annotations
@@ -19,15 +23,27 @@ import torch
 from ..ppo.model import PPOModel
 from ..runtime.shrink_perturb import ShrinkPerturbSettings, shrink_and_perturb
 from ..runtime.thread_safe_model import ThreadSafeModel
+from ..runtime.weight_average import WeightAverage
 
 __all__ = ["StudentRefit"]
 
 
 @dataclass
 class _Candidate:
+    """A student in training on the side: `model` is what its optimizer trains, `acting`
+    what would act if it were swapped in (`model` itself, or its `average`)."""
+
     model: PPOModel
     optimizer: torch.optim.Optimizer
+    acting: PPOModel
+    average: WeightAverage | None = None
     updates: int = 0
+
+    def step(self) -> None:
+        """The optimizer's step (gradients computed), and the average's."""
+        self.optimizer.step()
+        if self.average is not None:
+            self.average.update(self.acting, self.model)
 
 
 class StudentRefit:
@@ -41,19 +57,26 @@ class StudentRefit:
     Args:
         every_updates: updates of each phase (the most a candidate gets).
         student: the acting student's container (weights published to the actor).
+        trained: the network the student's optimizer trains (the student itself, or the
+            network it is the average of).
         optimizer: the student's Adam (the candidate's is a copy of its settings).
         run_seed: the run's seed.
+        average: the student's `WeightAverage`, with `distill.ema_decay` (None: without).
     """
 
     def __init__(
         self,
         every_updates: int,
         student: ThreadSafeModel[PPOModel],
+        trained: PPOModel,
         optimizer: torch.optim.Optimizer,
         run_seed: int,
+        average: WeightAverage | None = None,
     ) -> None:
         self.every_updates = every_updates
         self.student = student
+        self.trained = trained
+        self.average = average
         self.optimizer = optimizer
         self.run_seed = run_seed
         self.candidate: _Candidate | None = None
@@ -66,15 +89,20 @@ class StudentRefit:
         if self.candidate is not None:
             self.candidate.updates += 1
         elif updates - self.phase_start >= self.every_updates:
-            model = copy.deepcopy(self.student.model)
+            model = copy.deepcopy(self.trained)
             shrink_and_perturb(model, 0.0, ShrinkPerturbSettings.seed(self.run_seed, updates))
             optimizer = self._optimizer_for(model)
             for group, current in zip(
                 optimizer.param_groups, self.optimizer.param_groups, strict=True
             ):
                 group["lr"] = current["lr"]  # the rollback's learning-rate scale
-            self.candidate = _Candidate(model, optimizer)
+            self.candidate = self._candidate(model, optimizer)
             self.phase_start = updates
+
+    def _candidate(self, model: PPOModel, optimizer: torch.optim.Optimizer) -> _Candidate:
+        if self.average is None:
+            return _Candidate(model, optimizer, model)
+        return _Candidate(model, optimizer, copy.deepcopy(model), WeightAverage(self.average.decay))
 
     def _optimizer_for(self, model: PPOModel) -> torch.optim.Optimizer:
         """A fresh optimizer of the student's kind and settings over `model`."""
@@ -88,7 +116,10 @@ class StudentRefit:
             return
         if candidate_score >= student_score:
             with self.student.update():
-                self.student.model.load_state_dict(candidate.model.state_dict())
+                self.student.model.load_state_dict(candidate.acting.state_dict())
+            if candidate.average is not None and self.average is not None:
+                self.trained.load_state_dict(candidate.model.state_dict())
+                self.average.restart(candidate.average.count)
             self.optimizer.load_state_dict(candidate.optimizer.state_dict())
             self.swaps += 1
         elif candidate.updates >= self.every_updates:
@@ -109,7 +140,8 @@ class StudentRefit:
         return {"distill/refits": float(self.swaps), "distill/refits_dropped": float(self.dropped)}
 
     def state_dict(self) -> dict[str, Any]:
-        """The phase, the counts and a candidate in training (weights and optimizer)."""
+        """The phase, the counts and a candidate in training (weights, optimizer and
+        average)."""
         candidate = self.candidate
         return {
             "phase_start": self.phase_start,
@@ -121,6 +153,12 @@ class StudentRefit:
                 "model": copy.deepcopy(candidate.model.state_dict()),
                 "optimizer": copy.deepcopy(candidate.optimizer.state_dict()),
                 "updates": candidate.updates,
+                "average": None
+                if candidate.average is None
+                else {
+                    "model": copy.deepcopy(candidate.acting.state_dict()),
+                    "count": candidate.average.count,
+                },
             },
         }
 
@@ -133,8 +171,17 @@ class StudentRefit:
         if saved is None:
             self.candidate = None
             return
-        model = copy.deepcopy(self.student.model)
+        model = copy.deepcopy(self.trained)
         model.load_state_dict(saved["model"])
         optimizer = self._optimizer_for(model)
         optimizer.load_state_dict(saved["optimizer"])
-        self.candidate = _Candidate(model, optimizer, int(saved["updates"]))
+        candidate = self._candidate(model, optimizer)
+        candidate.updates = int(saved["updates"])
+        average = saved.get("average")
+        if candidate.average is not None:
+            if average is None:  # saved by a run without an average: it starts here
+                candidate.acting.load_state_dict(saved["model"])
+            else:
+                candidate.acting.load_state_dict(average["model"])
+                candidate.average.restart(int(average["count"]))
+        self.candidate = candidate

@@ -10,8 +10,11 @@ thread between two results (a step hook), with the learner held between updates.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, cast
+
+from torch import nn
 
 from ..distill.actor import DistillActor
 from ..distill.config import DistillExperimentConfiguration
@@ -50,6 +53,11 @@ class DistillExperiment(
     ) -> PPOModel:
         """The student a configuration describes: PPO's actor-critic network."""
         return PPOModel(observation_shape, num_actions, **config.model.model_dump())
+
+    def _trained_model(self) -> nn.Module:
+        if self.config.distill.ema_decay is None:
+            return self.learner_model
+        return copy.deepcopy(self.learner_model)  # the learner model is its average
 
     def _optimizer_settings(self) -> tuple[float, float]:
         return self.config.distill.learning_rate, self.config.distill.adam_eps
@@ -107,6 +115,7 @@ class DistillExperiment(
         self.learner = DistillLearner(
             context,
             self.container,
+            cast(PPOModel, self.trained_model),
             self.optimizer,
             self.dataset,
             gate,

@@ -259,6 +259,11 @@ class Experiment(ABC, Generic[ConfigT]):
     def _build_algorithm(self, env: Any, observation_shape: tuple[int, ...], dtype: Any) -> None:
         """Build `actor` and `learner` (and whatever they need) on the parts built so far."""
 
+    def _trained_model(self) -> nn.Module:
+        """The network the optimizer trains: the learner model itself, unless the learner
+        model is an average of another (`distill.ema_decay`)."""
+        return self.learner_model
+
     def _load_student(self, student: dict[str, torch.Tensor]) -> str:
         """Start the new run's networks from a distilled student's weights (a `PPOModel`'s
         state dict); returns what was loaded, for the run's message. Raises ConfigError
@@ -340,7 +345,8 @@ class Experiment(ABC, Generic[ConfigT]):
         self.actor_model.requires_grad_(False)
         self.tester_model.requires_grad_(False)
         self.container: ThreadSafeModel[Any] = ThreadSafeModel(self.learner_model)
-        self.optimizer = build_optimizer(self.learner_model, *self._optimizer_settings())
+        self.trained_model = self._trained_model()
+        self.optimizer = build_optimizer(self.trained_model, *self._optimizer_settings())
         self.rollback = RollbackController(
             config.rollback,
             self.checkpoints,
