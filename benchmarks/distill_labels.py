@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -103,6 +103,15 @@ Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """The student's loss on (logits, targets)."""
 
 
+class FittedStudent(NamedTuple):
+    """What `fit_student` returns: the trained student, the moving averages of its weights
+    (by decay) and the seconds spent in the updates themselves."""
+
+    model: PPOModel
+    averages: dict[float, PPOModel]
+    seconds: float
+
+
 def fit_student(
     labels: RunLabels,
     config: DistillExperimentConfiguration,
@@ -110,15 +119,14 @@ def fit_student(
     seed: int,
     augment: Augment | None = None,
     loss: Loss = soft_cross_entropy,
-    every: tuple[int, Callable[[int, PPOModel, PPOModel | None], None]] | None = None,
-    ema: float | None = None,
-) -> tuple[PPOModel, float]:
+    every: tuple[int, Callable[[int, PPOModel, dict[float, PPOModel]], None]] | None = None,
+    ema: Sequence[float] = (),
+) -> FittedStudent:
     """A fresh student of `config`'s architecture trained on `labels`' training rows with
     the run's loss, optimiser and minibatch size (`RunLabels.split`'s weights), for
-    `updates` updates; with the seconds spent in the updates themselves. `every` = (n, f)
-    calls f(updates so far, student, its average) after every n updates. With `ema` = d
-    the student returned is the moving average of the trained one's weights that
-    `distill.ema_decay` = d makes (`WeightAverage`; handed to f, else None)."""
+    `updates` updates. For each decay d in `ema` it keeps the moving average of the
+    trained weights that `distill.ema_decay: d` acts with (`WeightAverage`). `every` = (n,
+    f) calls f(updates so far, student, its averages) after every n updates."""
     from oakemu_rl.experiments.distill_experiment import DistillExperiment
 
     settings = config.distill
@@ -128,8 +136,8 @@ def fit_student(
     model = DistillExperiment.build_model(config, labels.shape, targets.shape[1])
     optimizer = torch.optim.Adam(model.parameters(), settings.learning_rate, eps=settings.adam_eps)
     rng = np.random.default_rng(seed)
-    averaging = None if ema is None else WeightAverage(ema)
-    average = None if averaging is None else copy.deepcopy(model)
+    averaging = {decay: WeightAverage(decay) for decay in ema}
+    averages = {decay: copy.deepcopy(model) for decay in ema}
     seconds = 0.0
     for done in range(1, updates + 1):
         batch = rng.choice(train, settings.batch_size, p=weights)
@@ -138,12 +146,12 @@ def fit_student(
             inputs, wanted = augment(rng, inputs, wanted)
         started = time.perf_counter()
         update(model, optimizer, inputs, wanted, settings.max_grad_norm, loss)
-        if averaging is not None and average is not None:
-            averaging.update(average, model)
+        for decay, average in averages.items():
+            averaging[decay].update(average, model)
         seconds += time.perf_counter() - started
         if every is not None and done % every[0] == 0:
-            every[1](done, model, average)
-    return model if average is None else average, seconds
+            every[1](done, model, averages)
+    return FittedStudent(model, averages, seconds)
 
 
 def update(

@@ -84,7 +84,7 @@ def main() -> None:
     for seed in args.seeds:
         for name, share in mirror_share.items():
             started = time.monotonic()
-            model, _ = fit_student(labels, config, args.updates, seed, mirror(share))
+            model = fit_student(labels, config, args.updates, seed, mirror(share)).model
             safe = labels.held_out_safe_rate(model, args.run_dir)
             results[name].append(safe)
             print(

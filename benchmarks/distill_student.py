@@ -2,7 +2,7 @@
 
     python benchmarks/distill_student.py RUN_DIR [--torsos small_cnn cell_cnn]
         [--losses cross_entropy safe_set] [--updates 2000] [--seeds 0 1] [--members 3]
-        [--curve 500] [--ema 0.999]
+        [--curve 500] [--ema 0.99 0.999]
 
 Reads the aggregated dataset of a distill run's newest checkpoint and, for each torso of
 `oakemu_rl.runtime.torsos` and each `distill.loss`, trains fresh students with the run's
@@ -67,8 +67,10 @@ def main() -> None:
     parser.add_argument(
         "--ema",
         type=float,
-        help="score the exponential moving average of each network's weights, with this "
-        "decay an update (the trained network's own figure in --curve beside it)",
+        nargs="+",
+        default=[],
+        help="score also the moving average of each network's weights that "
+        "distill.ema_decay acts with, for each of these decays",
     )
     args = parser.parse_args()
     labels = load_run_labels(args.run_dir)
@@ -81,8 +83,9 @@ def main() -> None:
         flush=True,
     )
     students = [f"{t}/{loss}" for t, loss in itertools.product(args.torsos, args.losses)]
-    unsafe: dict[str, list[float]] = {student: [] for student in students}
-    update_ms: dict[str, list[float]] = {student: [] for student in students}
+    rows = [f"{s}{tag}" for s in students for tag in ["", *(f" ema {d}" for d in args.ema)]]
+    unsafe: dict[str, list[float]] = {row: [] for row in rows}
+    update_ms: dict[str, list[float]] = {row: [] for row in rows}
     forward_ms: dict[str, float] = {}
     for seed in args.seeds:
         for student in students:
@@ -90,23 +93,24 @@ def main() -> None:
             torso_config = config.model_copy(
                 update={"model": config.model.model_copy(update={"torso": torso})}
             )
-            members, training_s = [], 0.0
+            members: dict[str, list[PPOModel]] = {}
+            training_s = 0.0
             for member in range(args.members):
 
                 def report(
                     done: int,
                     model: PPOModel,
-                    average: PPOModel | None,
+                    averages: dict[float, PPOModel],
                     tag: str = f"seed {seed} {student} {member}",
                 ) -> None:
                     safe = labels.held_out_safe_rate(model, args.run_dir)
                     line = f"  {tag}: {done:,} updates, unsafe {1 - safe:.2%}"
-                    if average is not None:
+                    for decay, average in averages.items():
                         averaged = labels.held_out_safe_rate(average, args.run_dir)
-                        line += f", its moving average {1 - averaged:.2%}"
+                        line += f", ema {decay} {1 - averaged:.2%}"
                     print(line, flush=True)
 
-                fitted, seconds = fit_student(
+                fitted = fit_student(
                     labels,
                     torso_config,
                     args.updates,
@@ -115,39 +119,42 @@ def main() -> None:
                     every=(args.curve, report) if args.curve else None,
                     ema=args.ema,
                 )
-                members.append(fitted)
-                training_s += seconds
-            if args.members > 1:
-                alone = [1 - labels.held_out_safe_rate(m, args.run_dir) for m in members]
+                members.setdefault(student, []).append(fitted.model)
+                for decay, average in fitted.averages.items():
+                    members.setdefault(f"{student} ema {decay}", []).append(average)
+                training_s += fitted.seconds
+            for row, fits in members.items():
+                if args.members > 1:
+                    alone = [1 - labels.held_out_safe_rate(m, args.run_dir) for m in fits]
+                    print(
+                        f"seed {seed} {row:>24}: members unsafe on "
+                        + ", ".join(f"{a:.2%}" for a in alone),
+                        flush=True,
+                    )
+                model = Ensemble(fits) if args.members > 1 else fits[0]
+                update_ms[row].append(1000 * training_s / args.updates)
+                one = observations(test[:1])
+                with torch.no_grad():
+                    started = time.perf_counter()
+                    for _ in range(100):
+                        model.greedy_actions(one)
+                    forward_ms[row] = 10 * (time.perf_counter() - started)
+                safe = labels.held_out_safe_rate(model, args.run_dir)
+                unsafe[row].append(1.0 - safe)
                 print(
-                    f"seed {seed} {student:>24}: members unsafe on "
-                    + ", ".join(f"{a:.2%}" for a in alone),
+                    f"seed {seed} {row:>24}: unsafe on {1.0 - safe:.2%} of held-out critical "
+                    f"states ({update_ms[row][-1]:.1f} ms an update)",
                     flush=True,
                 )
-            model = Ensemble(members) if args.members > 1 else members[0]
-            update_ms[student].append(1000 * training_s / args.updates)
-            one = observations(test[:1])
-            with torch.no_grad():
-                started = time.perf_counter()
-                for _ in range(100):
-                    model.greedy_actions(one)
-                forward_ms[student] = 10 * (time.perf_counter() - started)
-            safe = labels.held_out_safe_rate(model, args.run_dir)
-            unsafe[student].append(1.0 - safe)
-            print(
-                f"seed {seed} {student:>24}: unsafe on {1.0 - safe:.2%} of held-out critical "
-                f"states ({update_ms[student][-1]:.1f} ms an update)",
-                flush=True,
-            )
-    first = students[0]
+    first = rows[0]
     baseline = float(np.mean(unsafe[first]))
-    for student in students:
-        rate = float(np.mean(unsafe[student]))
+    for row in rows:
+        rate = float(np.mean(unsafe[row]))
         ratio = f"{baseline / rate:.2f}x fewer than {first}" if rate > 0 else "none unsafe"
         print(
-            f"{student:>24}: unsafe on {rate:.2%} (mean of {len(args.seeds)} seeds; {ratio}); "
-            f"{np.mean(update_ms[student]):.1f} ms an update of {settings.batch_size}, "
-            f"{forward_ms[student]:.2f} ms a greedy action"
+            f"{row:>24}: unsafe on {rate:.2%} (mean of {len(args.seeds)} seeds; {ratio}); "
+            f"{np.mean(update_ms[row]):.1f} ms an update of {settings.batch_size}, "
+            f"{forward_ms[row]:.2f} ms a greedy action"
         )
 
 
