@@ -66,6 +66,10 @@ Variants:
                           whose first convolution keeps every attribute cell (`model.torso:
                           cell_cnn`), so a tree one cell from the car is not blurred into
                           the car's own cell
+    distill+safety+intervene+refit+late+situation-h16+safe-set+cell-cnn+ema  ... with the
+                          student that acts a moving average of the trained weights
+                          (`distill.ema_decay: 0.999`), which swing from one update to the
+                          next on the growing dataset
     distill+margin+intervene  ... with the teacher that weights each safe move by the room
                           it leaves (`distill.search: margin`), so the student learns to
                           keep away from the spots where one wrong move loses a life
@@ -232,6 +236,17 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         "distill",
         DISTILL
         | {"distill": REFIT | {"prune": "situation", "horizon": 16, "loss": "safe_set"}}
+        | {"model": {"torso": "cell_cnn"}}
+        | LATE_RESTARTS,
+        False,
+    ),
+    "distill+safety+intervene+refit+late+situation-h16+safe-set+cell-cnn+ema": (
+        "distill",
+        DISTILL
+        | {
+            "distill": REFIT
+            | {"prune": "situation", "horizon": 16, "loss": "safe_set", "ema_decay": 0.999}
+        }
         | {"model": {"torso": "cell_cnn"}}
         | LATE_RESTARTS,
         False,
