@@ -53,11 +53,16 @@ class RunLabels:
     def critical(self) -> npt.NDArray[np.bool_]:
         return np.asarray(self.saved["critical"])
 
-    def split(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    def split(
+        self, decisions_only: bool = False
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """The training rows, the held-out rows, and the chance of each training row being
-        drawn into a minibatch (critical states weighted as the run weights them)."""
+        drawn into a minibatch (critical states weighted as the run weights them; with
+        `decisions_only`, none for a state whose target allows every action)."""
         train = np.flatnonzero(~self.held_out)
         weights = np.where(self.critical[train], self.config.distill.critical_weight, 1.0)
+        if decisions_only:
+            weights[(self.targets[train] > 0).all(axis=1)] = 0.0
         return train, np.flatnonzero(self.held_out), weights / weights.sum()
 
     def describe(self, run_dir: Path) -> str:
@@ -121,16 +126,18 @@ def fit_student(
     loss: Loss = soft_cross_entropy,
     every: tuple[int, Callable[[int, PPOModel, dict[float, PPOModel]], None]] | None = None,
     ema: Sequence[float] = (),
+    decisions_only: bool = False,
 ) -> FittedStudent:
     """A fresh student of `config`'s architecture trained on `labels`' training rows with
     the run's loss, optimiser and minibatch size (`RunLabels.split`'s weights), for
     `updates` updates. For each decay d in `ema` it keeps the moving average of the
     trained weights that `distill.ema_decay: d` acts with (`WeightAverage`). `every` = (n,
-    f) calls f(updates so far, student, its averages) after every n updates."""
+    f) calls f(updates so far, student, its averages) after every n updates. With
+    `decisions_only` minibatches draw only states whose target rules some action out."""
     from oakemu_rl.experiments.distill_experiment import DistillExperiment
 
     settings = config.distill
-    train, _, weights = labels.split()
+    train, _, weights = labels.split(decisions_only)
     targets = torch.from_numpy(labels.targets)
     torch.manual_seed(seed)
     model = DistillExperiment.build_model(config, labels.shape, targets.shape[1])

@@ -2,7 +2,7 @@
 
     python benchmarks/distill_student.py RUN_DIR [--torsos small_cnn cell_cnn]
         [--losses cross_entropy safe_set] [--updates 2000] [--seeds 0 1] [--members 3]
-        [--curve 500] [--ema 0.99 0.999]
+        [--curve 500] [--ema 0.99 0.999] [--sampling all decisions]
 
 Reads the aggregated dataset of a distill run's newest checkpoint and, for each torso of
 `oakemu_rl.runtime.torsos` and each `distill.loss`, trains fresh students with the run's
@@ -20,7 +20,9 @@ errors are the variance of one fit. `--curve N` prints each fit's unsafe share e
 updates, the question being whether more updates would help. `--ema D` scores instead the
 moving average of each network's weights that `distill.ema_decay: D` acts with (beside the
 trained weights' own figure in `--curve`): an ensemble over time that costs no more
-updates and no more at play time.
+updates and no more at play time. `--sampling all decisions` fits each student twice: on
+minibatches of every training state, and of only those whose target rules some action out
+(the others teach the safe-set loss nothing).
 """
 
 from __future__ import annotations
@@ -60,6 +62,14 @@ def main() -> None:
     parser.add_argument(
         "--losses", nargs="+", choices=list(LOSSES), default=["cross_entropy", "safe_set"]
     )
+    parser.add_argument(
+        "--sampling",
+        nargs="+",
+        choices=["all", "decisions"],
+        default=["all"],
+        help="minibatches drawn from every training state, or only from those whose target "
+        "rules some action out (the safe-set loss learns nothing from the others)",
+    )
     parser.add_argument("--updates", type=int, default=2_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--members", type=int, default=1, help="networks in each student")
@@ -82,14 +92,17 @@ def main() -> None:
         f"of {settings.batch_size}",
         flush=True,
     )
-    students = [f"{t}/{loss}" for t, loss in itertools.product(args.torsos, args.losses)]
+    students = [
+        f"{t}/{loss}" + ("/decisions" if sampling == "decisions" else "")
+        for t, loss, sampling in itertools.product(args.torsos, args.losses, args.sampling)
+    ]
     rows = [f"{s}{tag}" for s in students for tag in ["", *(f" ema {d}" for d in args.ema)]]
     unsafe: dict[str, list[float]] = {row: [] for row in rows}
     update_ms: dict[str, list[float]] = {row: [] for row in rows}
     forward_ms: dict[str, float] = {}
     for seed in args.seeds:
         for student in students:
-            torso, loss = student.split("/")
+            torso, loss, *sampling = student.split("/")
             torso_config = config.model_copy(
                 update={"model": config.model.model_copy(update={"torso": torso})}
             )
@@ -118,6 +131,7 @@ def main() -> None:
                     loss=LOSSES[loss],
                     every=(args.curve, report) if args.curve else None,
                     ema=args.ema,
+                    decisions_only=bool(sampling),
                 )
                 members.setdefault(student, []).append(fitted.model)
                 for decay, average in fitted.averages.items():
