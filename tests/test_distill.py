@@ -215,6 +215,30 @@ def test_critical_states_are_drawn_by_their_weight_and_holdouts_never() -> None:
     assert held is not None and sorted(held[0][:, 0].tolist()) == [4, 9]
 
 
+def test_a_decisions_only_dataset_draws_only_states_where_some_action_is_ruled_out() -> None:
+    """What the safe-set loss learns from: a state whose target allows every action adds
+    nothing to it, so its dataset draws only the others, critical ones still weighted,
+    counting them through eviction and a checkpoint round trip."""
+    dataset = DistillDataset(10 * 17, (3,), np.uint8, 3, critical_weight=4, decisions_only=True)
+    allowed_all = np.full(3, 1 / 3, dtype=np.float32)
+    assert dataset.sample(8, np.random.default_rng(0)) is None
+    dataset.add(np.zeros(3, dtype=np.uint8), allowed_all)
+    assert dataset.decisions == 0 and dataset.sample(8, np.random.default_rng(0)) is None
+    for i in range(1, 13):  # ids 0-12; 10 kept (3-12); a decision every other id
+        target = np.array([0.5, 0.5, 0.0], dtype=np.float32) if i % 2 else allowed_all
+        dataset.add(np.full(3, i, dtype=np.uint8), target, holdout=i == 11)
+    assert dataset.decisions == 4  # 3, 5, 7, 9 (1 was evicted, 11 is held out)
+    dataset.mark_critical([3])
+    batch = dataset.sample(20_000, np.random.default_rng(1))
+    assert batch is not None
+    counts = np.bincount(batch.observations[:, 0], minlength=13)
+    assert set(np.flatnonzero(counts).tolist()) == {3, 5, 7, 9}
+    assert counts[3] / counts[5] == pytest.approx(4.0, rel=0.1)
+    restored = DistillDataset(10 * 17, (3,), np.uint8, 3, decisions_only=True)
+    restored.load_state_dict(dataset.state_dict())
+    assert restored.decisions == 4
+
+
 def test_the_dataset_survives_a_checkpoint_file_round_trip(tmp_path: Path) -> None:
     dataset = _filled(23)
     dataset.mark_critical([20, 21])
@@ -428,17 +452,21 @@ def test_a_distill_run_resets_its_student_on_schedule(tmp_path: Path) -> None:
 
 
 def test_a_safe_set_run_trains_its_student_by_the_safe_set_loss(tmp_path: Path) -> None:
+    """... on the states where some move loses a life; until the first of them (catch's
+    first ball lands after about 30 steps) no update falls due and the actor runs on."""
     config = _cheap_config(
-        total_steps=30,
+        total_steps=90,
         distill={"search": "safety", "loss": "safe_set", "width": 8},
         checkpoint={"every_steps": 10**6},
     )
     experiment = DistillExperiment(config, tmp_path / "run", print_fn=no_print)
     experiment.run()
     learner = experiment.learner
+    assert learner.dataset.decisions_only and learner.dataset.decisions > 0
+    assert learner.updates > 0 and experiment.actor.labels >= 90
     # The next update's minibatch, drawn from a copy of the learner's generator.
     batch = learner.dataset.sample(config.distill.batch_size, copy.deepcopy(learner.rng))
-    assert batch is not None
+    assert batch is not None and not (batch.targets > 0).all(axis=1).any()
     with torch.no_grad():
         logits = learner.model(torch.from_numpy(batch.observations))
     targets = torch.from_numpy(batch.targets)

@@ -146,8 +146,10 @@ class DistillSettings(_Section):
         "target, mass split as the target splits it; 'safe_set': the negative log of the "
         "student's total mass on the actions the target allows, so it may put it all on one "
         "of several safe moves (forest_run's moves come with and without SPACE: split six "
-        "ways, a small error lets an unsafe move be the most likely). Only with search: "
-        "safety, whose target says no more than which moves are safe.",
+        "ways, a small error lets an unsafe move be the most likely); its minibatches are "
+        "drawn only from the states where some move is unsafe, since the others teach it "
+        "nothing. Only with search: safety, whose target says no more than which moves are "
+        "safe.",
     )
     learning_rate: float = Field(1e-3, gt=0, description="Adam learning rate.")
     adam_eps: float = Field(1e-5, gt=0, description="Adam epsilon.")

@@ -41,7 +41,8 @@ class DistillBatch:
 
 class DistillDataset:
     """Observations with the teacher's soft targets, critical and holdout flags, bounded in
-    bytes, oldest out first; sampled with critical states weighted up.
+    bytes, oldest out first; sampled with critical states weighted up (and with
+    `decisions_only`, only the states whose target rules some action out).
 
     With `binary`, observations are stored bit-packed (a value is 0 or 255) and unpacked
     when drawn: `sample`, `holdout` and `state_dict` give them back as added.
@@ -58,6 +59,8 @@ class DistillDataset:
         critical_weight: a critical state is drawn this many times as often as another.
         binary: every observation value is 0 or 255 (uint8): stored one bit each; `add`
             refuses an observation with any other value.
+        decisions_only: `sample` draws only states whose target gives some action no mass
+            (the safe-set loss learns nothing from a state where every action is allowed).
 
     Raises:
         ValueError: `max_bytes` does not hold one state, or `critical_weight` is below 1,
@@ -73,6 +76,7 @@ class DistillDataset:
         *,
         critical_weight: float = 1.0,
         binary: bool = False,
+        decisions_only: bool = False,
     ) -> None:
         dtype = np.dtype(observation_dtype)
         if binary and dtype != np.uint8:
@@ -99,6 +103,7 @@ class DistillDataset:
         self.max_bytes = int(max_bytes)
         self.capacity = capacity
         self.critical_weight = float(critical_weight)
+        self.decisions_only = bool(decisions_only)
         self._stored = np.zeros((capacity, *stored_shape), dtype=dtype)
         self.targets = np.zeros((capacity, self.num_actions), dtype=_TARGET_DTYPE)
         self.critical = np.zeros(capacity, dtype=bool)
@@ -107,6 +112,7 @@ class DistillDataset:
         self._added = 0
         self._holdouts = 0
         self._criticals = 0  # critical states that are trained on
+        self._decisions = 0  # states trained on whose target rules some action out
         self._lock = threading.Lock()
 
     # -- sizes ----------------------------------------------------------------------------
@@ -138,6 +144,11 @@ class DistillDataset:
     def criticals(self) -> int:
         """Stored critical states that are trained on."""
         return self._criticals
+
+    @property
+    def decisions(self) -> int:
+        """Stored states trained on whose target gives some action no mass."""
+        return self._decisions
 
     # -- observations as stored ---------------------------------------------------------
 
@@ -201,14 +212,16 @@ class DistillDataset:
             self.critical[slot] = False
             self.held_out[slot] = holdout
             self._holdouts += int(holdout)
+            self._decisions += int(not holdout and bool((target_row <= 0).any()))
             self._added += 1
         return entry_id
 
     def _forget(self, slot: int) -> None:
         if self.held_out[slot]:
             self._holdouts -= 1
-        elif self.critical[slot]:
-            self._criticals -= 1
+            return
+        self._criticals -= int(self.critical[slot])
+        self._decisions -= int(bool((self.targets[slot] <= 0).any()))
 
     def mark_critical(self, entry_ids: Iterable[int]) -> int:
         """Mark the stored states among `entry_ids` critical; returns how many were newly
@@ -229,14 +242,15 @@ class DistillDataset:
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> DistillBatch | None:
         """`batch_size` trained-on states drawn with replacement, a critical one
-        `critical_weight` times as likely as another; None while there is none.
+        `critical_weight` times as likely as another (with `decisions_only`, none whose
+        target allows every action); None while there is none.
 
         Rejection sampling: a uniformly drawn stored state is kept with probability
         weight / the largest weight (0 for held-out states), so the cost does not grow
         with the dataset's size.
         """
         with self._lock:
-            if self.trainable == 0:
+            if (self._decisions if self.decisions_only else self.trainable) == 0:
                 return None
             top = max(1.0, self.critical_weight)
             chosen: list[npt.NDArray[np.int64]] = []
@@ -245,6 +259,8 @@ class DistillDataset:
                 draw = rng.integers(0, self._size, size=max(2 * needed, 32))
                 weights = np.where(self.critical[draw], self.critical_weight, 1.0)
                 weights[self.held_out[draw]] = 0.0
+                if self.decisions_only:
+                    weights[(self.targets[draw] > 0).all(axis=1)] = 0.0
                 kept = draw[rng.random(draw.size) * top < weights][:needed]
                 chosen.append(kept)
                 needed -= kept.size
@@ -337,3 +353,5 @@ class DistillDataset:
             self._added = added
             self._holdouts = int(self.held_out[slots].sum())
             self._criticals = int((self.critical[slots] & ~self.held_out[slots]).sum())
+            ruled_out = (self.targets[slots] <= 0).any(axis=1)
+            self._decisions = int((ruled_out & ~self.held_out[slots]).sum())

@@ -141,6 +141,10 @@ class DistillLearner(LearnerThread):
         state to train on, or when a non-finite loss was handed to the rollback)."""
         batch = self.dataset.sample(self.settings.batch_size, self.rng)
         if batch is None:
+            # Nothing to learn from yet (the safe-set loss's states where every action is
+            # allowed teach nothing): no update falls due until more states come, so the
+            # actor is not held back waiting for one.
+            self.gate.rebase(self.updates, self.gate.env_steps)
             return None
         device = self.context.device
         observations = torch.from_numpy(batch.observations).to(device)

@@ -85,6 +85,7 @@ class DistillExperiment(
                 int(env.action_space.n),
                 critical_weight=settings.critical_weight,
                 binary=observation.binary,
+                decisions_only=settings.loss == "safe_set",
             )
         except ValueError as exc:
             raise ConfigError(f"distill.dataset_bytes: {exc}") from None
