@@ -18,6 +18,7 @@ from torch import nn
 from oakemu_rl.distill import DATASET_FILE
 from oakemu_rl.distill.actor import safe_choice_rate
 from oakemu_rl.distill.config import DistillExperimentConfiguration
+from oakemu_rl.distill.dataset import rules_out
 from oakemu_rl.distill.loss import soft_cross_entropy
 from oakemu_rl.envs.observation import ObservationPipeline
 from oakemu_rl.experiments.evaluation import find_checkpoint, read_checkpoint_config
@@ -62,14 +63,14 @@ class RunLabels:
         train = np.flatnonzero(~self.held_out)
         weights = np.where(self.critical[train], self.config.distill.critical_weight, 1.0)
         if decisions_only:
-            weights[(self.targets[train] > 0).all(axis=1)] = 0.0
+            weights[~rules_out(self.targets[train])] = 0.0
         return train, np.flatnonzero(self.held_out), weights / weights.sum()
 
     def describe(self, run_dir: Path) -> str:
         """`run_dir`, and how many labels it has for training and held out (how many of
         those critical: some action loses a life, another does not)."""
         train, test, _ = self.split()
-        critical = int((self.targets[test] <= 0).any(axis=1).sum())
+        critical = int(rules_out(self.targets[test]).sum())
         return (
             f"{run_dir}: {len(train):,} training labels, {len(test):,} held out "
             f"({critical:,} critical)"

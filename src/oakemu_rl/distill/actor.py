@@ -21,7 +21,7 @@ from ..runtime.env_lifecycle import ActorRuntimeState, EnvironmentState
 from ..runtime.replay_ratio_gate import ReplayRatioGate
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .config import DistillExperimentConfiguration
-from .dataset import DistillDataset
+from .dataset import DistillDataset, rules_out
 from .schedule import BetaSchedule
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def safe_choice_rate(
     """On the rows where the teacher found some action to lose a life (mass 0) and another
     not to, the share on which `actions[i]` is one that does not (None: no such row). A
     single lost life ends a win, so this, not agreement, says how close a student is."""
-    critical = (targets <= 0).any(axis=1)  # a target's mass is never all on zero
+    critical = rules_out(targets)  # a target's mass is never all on zero
     if not critical.any():
         return None
     chosen = targets[np.flatnonzero(critical), actions[critical]]

@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DistillBatch", "DistillDataset"]
+__all__ = ["DistillBatch", "DistillDataset", "rules_out"]
 
 _TARGET_DTYPE = np.dtype(np.float32)
 
 
-def _rules_out(targets: npt.NDArray[np.float32]) -> npt.NDArray[np.bool_]:
+def rules_out(targets: npt.NDArray[np.float32]) -> npt.NDArray[np.bool_]:
     """Whether each target (the last axis) gives some action no mass: a decision state."""
     ruled_out: npt.NDArray[np.bool_] = np.asarray((targets <= 0).any(axis=-1))
     return ruled_out
@@ -218,7 +218,7 @@ class DistillDataset:
             self.critical[slot] = False
             self.held_out[slot] = holdout
             self._holdouts += int(holdout)
-            self._decisions += int(not holdout and bool(_rules_out(target_row)))
+            self._decisions += int(not holdout and bool(rules_out(target_row)))
             self._added += 1
         return entry_id
 
@@ -227,7 +227,7 @@ class DistillDataset:
             self._holdouts -= 1
             return
         self._criticals -= int(self.critical[slot])
-        self._decisions -= int(bool(_rules_out(self.targets[slot])))
+        self._decisions -= int(bool(rules_out(self.targets[slot])))
 
     def mark_critical(self, entry_ids: Iterable[int]) -> int:
         """Mark the stored states among `entry_ids` critical; returns how many were newly
@@ -266,7 +266,7 @@ class DistillDataset:
                 weights = np.where(self.critical[draw], self.critical_weight, 1.0)
                 weights[self.held_out[draw]] = 0.0
                 if self.decisions_only:
-                    weights[~_rules_out(self.targets[draw])] = 0.0
+                    weights[~rules_out(self.targets[draw])] = 0.0
                 kept = draw[rng.random(draw.size) * top < weights][:needed]
                 chosen.append(kept)
                 needed -= kept.size
@@ -359,5 +359,5 @@ class DistillDataset:
             self._added = added
             self._holdouts = int(self.held_out[slots].sum())
             self._criticals = int((self.critical[slots] & ~self.held_out[slots]).sum())
-            ruled_out = _rules_out(self.targets[slots])
+            ruled_out = rules_out(self.targets[slots])
             self._decisions = int((ruled_out & ~self.held_out[slots]).sum())
