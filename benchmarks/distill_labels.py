@@ -41,6 +41,11 @@ class RunLabels:
     game: GameDefinition
     saved: dict[str, Any]
     shape: tuple[int, ...]
+    later: float = 0.0
+    """The share of the labels, the last ones to come, kept out of training altogether and
+    scored apart (`later_safe_rate`): states from episodes the student never trained on,
+    where the run's own held-out labels each have near copies a step away among the
+    training labels."""
 
     @property
     def targets(self) -> npt.NDArray[np.float32]:
@@ -60,27 +65,44 @@ class RunLabels:
         """The training rows, the held-out rows, and the chance of each training row being
         drawn into a minibatch (critical states weighted as the run weights them; with
         `decisions_only`, none for a state whose target allows every action)."""
-        train = np.flatnonzero(~self.held_out)
+        earlier = np.arange(len(self.held_out)) < self.cut
+        train = np.flatnonzero(~self.held_out & earlier)
         weights = np.where(self.critical[train], self.config.distill.critical_weight, 1.0)
         if decisions_only:
             weights[~rules_out(self.targets[train])] = 0.0
-        return train, np.flatnonzero(self.held_out), weights / weights.sum()
+        return train, np.flatnonzero(self.held_out & earlier), weights / weights.sum()
+
+    @property
+    def cut(self) -> int:
+        """The first of the `later` labels (the number of labels when there are none)."""
+        return len(self.held_out) - round(self.later * len(self.held_out))
 
     def describe(self, run_dir: Path) -> str:
         """`run_dir`, and how many labels it has for training and held out (how many of
         those critical: some action loses a life, another does not)."""
         train, test, _ = self.split()
         critical = int(rules_out(self.targets[test]).sum())
-        return (
+        text = (
             f"{run_dir}: {len(train):,} training labels, {len(test):,} held out "
             f"({critical:,} critical)"
         )
+        if self.later:
+            later = self.targets[self.cut :]
+            text += f", the last {len(later):,} apart ({int(rules_out(later).sum()):,} critical)"
+        return text
 
     def held_out_safe_rate(self, model: Student, run_dir: Path) -> float:
         """`safe_rate` on the held-out rows (exits with a message where none is critical)."""
         safe = self.safe_rate(model, self.split()[1])
         if safe is None:
             raise SystemExit(f"{run_dir}: no held-out critical state")
+        return safe
+
+    def later_safe_rate(self, model: Student) -> float:
+        """`safe_rate` on the `later` labels (exits with a message where none is critical)."""
+        safe = self.safe_rate(model, np.arange(self.cut, len(self.held_out)))
+        if safe is None:
+            raise SystemExit(f"no critical state among the last {self.later:.0%} of the labels")
         return safe
 
     def observations(self, rows: npt.NDArray[np.int64]) -> torch.Tensor:
@@ -178,12 +200,13 @@ def update(
     optimizer.step()
 
 
-def load_run_labels(run_dir: Path) -> RunLabels:
-    """The labels of the distill run in `run_dir` (exits with a message for another run)."""
+def load_run_labels(run_dir: Path, later: float = 0.0) -> RunLabels:
+    """The labels of the distill run in `run_dir` (exits with a message for another run),
+    the last `later` share of them kept apart (`RunLabels.later`)."""
     checkpoint = find_checkpoint(run_dir)
     _, config = read_checkpoint_config(checkpoint)
     if not isinstance(config, DistillExperimentConfiguration):
         raise SystemExit(f"{run_dir} is not a distill run")
     game = load_game(config.game)
     shape = tuple(ObservationPipeline(config.env.observation, game).space.shape)
-    return RunLabels(config, game, checkpoint.load_numpy(DATASET_FILE), shape)
+    return RunLabels(config, game, checkpoint.load_numpy(DATASET_FILE), shape, later)

@@ -2,7 +2,7 @@
 
     python benchmarks/distill_student.py RUN_DIR [--torsos small_cnn cell_cnn]
         [--losses cross_entropy safe_set] [--updates 2000] [--seeds 0 1] [--members 3]
-        [--curve 500] [--ema 0.99 0.999] [--sampling all decisions]
+        [--curve 500] [--ema 0.99 0.999] [--sampling all decisions] [--later 0.1]
 
 Reads the aggregated dataset of a distill run's newest checkpoint and, for each torso of
 `oakemu_rl.runtime.torsos` and each `distill.loss`, trains fresh students with the run's
@@ -22,7 +22,10 @@ moving average of each network's weights that `distill.ema_decay: D` acts with (
 trained weights' own figure in `--curve`): an ensemble over time that costs no more
 updates and no more at play time. `--sampling all decisions` fits each student twice: on
 minibatches of every training state, and of only those whose target rules some action out
-(the others teach the safe-set loss nothing).
+(the others teach the safe-set loss nothing). `--later F` keeps the last share F of the
+labels out of training altogether and scores every student on them too ("later"): the
+run's held-out labels are drawn one at a time, each with near copies a step away among the
+training labels, where the later ones come from episodes the student never trained on.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from distill_labels import fit_student, load_run_labels
+from distill_labels import Student, fit_student, load_run_labels
 from oakemu_rl.distill.loss import LOSSES
 from oakemu_rl.ppo.model import PPOModel
 from oakemu_rl.runtime.torsos import CNN_TORSOS
@@ -75,6 +78,12 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=1, help="networks in each student")
     parser.add_argument("--curve", type=int, default=0, help="print unsafe every N updates")
     parser.add_argument(
+        "--later",
+        type=float,
+        default=0.0,
+        help="keep this share of the labels, the last to come, apart and score on it too",
+    )
+    parser.add_argument(
         "--ema",
         type=float,
         nargs="+",
@@ -83,7 +92,9 @@ def main() -> None:
         "distill.ema_decay acts with, for each of these decays",
     )
     args = parser.parse_args()
-    labels = load_run_labels(args.run_dir)
+    if not 0.0 <= args.later < 1.0:
+        parser.error(f"--later {args.later}: expected a share in [0, 1)")
+    labels = load_run_labels(args.run_dir, args.later)
     config, shape, observations = labels.config, labels.shape, labels.observations
     settings = config.distill
     test = labels.split()[1]
@@ -98,8 +109,16 @@ def main() -> None:
     ]
     rows = [f"{s}{tag}" for s in students for tag in ["", *(f" ema {d}" for d in args.ema)]]
     unsafe: dict[str, list[float]] = {row: [] for row in rows}
+    later_unsafe: dict[str, list[float]] = {row: [] for row in rows}
     update_ms: dict[str, list[float]] = {row: [] for row in rows}
     forward_ms: dict[str, float] = {}
+
+    def unsafe_text(model: Student) -> str:
+        text = f"{1 - labels.held_out_safe_rate(model, args.run_dir):.2%}"
+        if args.later:
+            text += f" (later {1 - labels.later_safe_rate(model):.2%})"
+        return text
+
     for seed in args.seeds:
         for student in students:
             torso, loss, *sampling = student.split("/")
@@ -116,11 +135,9 @@ def main() -> None:
                     averages: dict[float, PPOModel],
                     tag: str = f"seed {seed} {student} {member}",
                 ) -> None:
-                    safe = labels.held_out_safe_rate(model, args.run_dir)
-                    line = f"  {tag}: {done:,} updates, unsafe {1 - safe:.2%}"
+                    line = f"  {tag}: {done:,} updates, unsafe {unsafe_text(model)}"
                     for decay, average in averages.items():
-                        averaged = labels.held_out_safe_rate(average, args.run_dir)
-                        line += f", ema {decay} {1 - averaged:.2%}"
+                        line += f", ema {decay} {unsafe_text(average)}"
                     print(line, flush=True)
 
                 fitted = fit_student(
@@ -155,9 +172,13 @@ def main() -> None:
                     forward_ms[row] = 10 * (time.perf_counter() - started)
                 safe = labels.held_out_safe_rate(model, args.run_dir)
                 unsafe[row].append(1.0 - safe)
+                later = ""
+                if args.later:
+                    later_unsafe[row].append(1.0 - labels.later_safe_rate(model))
+                    later = f", on {later_unsafe[row][-1]:.2%} of the later ones"
                 print(
                     f"seed {seed} {row:>24}: unsafe on {1.0 - safe:.2%} of held-out critical "
-                    f"states ({update_ms[row][-1]:.1f} ms an update)",
+                    f"states{later} ({update_ms[row][-1]:.1f} ms an update)",
                     flush=True,
                 )
     first = rows[0]
@@ -165,8 +186,9 @@ def main() -> None:
     for row in rows:
         rate = float(np.mean(unsafe[row]))
         ratio = f"{baseline / rate:.2f}x fewer than {first}" if rate > 0 else "none unsafe"
+        later = f", on {np.mean(later_unsafe[row]):.2%} of the later" if args.later else ""
         print(
-            f"{row:>24}: unsafe on {rate:.2%} (mean of {len(args.seeds)} seeds; {ratio}); "
+            f"{row:>24}: unsafe on {rate:.2%}{later} (mean of {len(args.seeds)} seeds; {ratio}); "
             f"{np.mean(update_ms[row]):.1f} ms an update of {settings.batch_size}, "
             f"{forward_ms[row]:.2f} ms a greedy action"
         )
