@@ -464,9 +464,17 @@ def test_a_safe_set_run_trains_its_student_by_the_safe_set_loss(tmp_path: Path) 
     learner = experiment.learner
     assert learner.dataset.decisions_only and learner.dataset.decisions > 0
     assert learner.updates > 0 and experiment.actor.labels >= 90
+    # Catch's decision states may all leave one safe move, where the two losses coincide:
+    # states with two safe moves (and one allowing all three, never drawn) make them differ.
+    seen = learner.dataset.sample(1, np.random.default_rng(0))
+    assert seen is not None
+    for _ in range(200):
+        learner.dataset.add(seen.observations[0], np.array([0.5, 0.5, 0.0], np.float32))
+    learner.dataset.add(seen.observations[0], np.full(3, 1 / 3, np.float32))
     # The next update's minibatch, drawn from a copy of the learner's generator.
     batch = learner.dataset.sample(config.distill.batch_size, copy.deepcopy(learner.rng))
     assert batch is not None and not (batch.targets > 0).all(axis=1).any()
+    assert ((batch.targets > 0).sum(axis=1) == 2).any()
     with torch.no_grad():
         logits = learner.model(torch.from_numpy(batch.observations))
     targets = torch.from_numpy(batch.targets)
