@@ -74,6 +74,9 @@ Variants:
                           the teacher told the frame counters the screen does not show
                           (`distill.hidden`, as above): most of that variant's remaining
                           unsafe moves in its own games were safe with other counter values
+    distill+safety+intervene+refit+late+situation-h16+safe-set+cell-cnn+3frames  ... with
+                          three stacked frames instead of two (as above): the scroll phase
+                          of sectors 4-6 shown, at no labelling cost
     distill+margin+intervene  ... with the teacher that weights each safe move by the room
                           it leaves (`distill.search: margin`), so the student learns to
                           keep away from the spots where one wrong move loses a life
@@ -257,6 +260,15 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "distill+safety+intervene+refit+late+situation-h16+safe-set+cell-cnn+hidden": (
         "distill",
         BEST_DISTILL | {"distill": BEST_DISTILL["distill"] | {"hidden": HIDDEN}},
+        False,
+    ),
+    "distill+safety+intervene+refit+late+situation-h16+safe-set+cell-cnn+3frames": (
+        "distill",
+        BEST_DISTILL
+        | {
+            "env": BEST_DISTILL["env"]
+            | {"observation": BEST_DISTILL["env"]["observation"] | {"frame_stack": 3}}
+        },
         False,
     ),
     "distill+margin+intervene": (
