@@ -62,6 +62,44 @@ def test_ram_observation_reads_named_variables(write_game: WriteGame) -> None:
     assert int(obs[0]) == info["score"]
 
 
+def test_variable_planes_show_a_variable_bit_by_bit(write_game: WriteGame) -> None:
+    config = {"type": "attributes", "variable_planes": ["score"], "frame_stack": 2}
+    env = OakEmuEnv(write_game(), config)
+    env.reset(seed=0)
+    assert env.observation_space.shape == (2 * (18 + 8), 24, 32)
+    scores = []
+    for _ in range(5):
+        obs, _, _, _, info = env.step(0)
+        scores.append(info["score"])
+
+    def shown(planes: np.ndarray) -> int:
+        assert planes.min(axis=(1, 2)).tolist() == planes.max(axis=(1, 2)).tolist()
+        assert set(planes.flatten().tolist()) <= {0, 255}
+        return sum(int(plane[0, 0]) // 255 << i for i, plane in enumerate(planes))
+
+    # Each frame's 8 planes after its 18 attribute planes: the older frame, then the newest.
+    assert [shown(obs[18:26]), shown(obs[26 + 18 :])] == scores[-2:]
+    assert scores[-2] != scores[-1]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"type": "attributes", "variable_planes": ["nonesuch"]}, "'nonesuch' is not a data"),
+        (
+            {"type": "attributes", "attribute_encoding": "byte", "variable_planes": ["score"]},
+            "no plane axis",
+        ),
+        ({"type": "screen", "variable_planes": ["score"]}, "variable_planes applies to"),
+    ],
+)
+def test_variable_planes_refused_where_they_cannot_apply(
+    write_game: WriteGame, config: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        OakEmuEnv(write_game(), config)
+
+
 def test_frame_stack_shifts_oldest_out(write_game: WriteGame) -> None:
     env = OakEmuEnv(write_game(), {"type": "ram", "ram": ["score"], "frame_stack": 3})
     obs, _ = env.reset(seed=0)

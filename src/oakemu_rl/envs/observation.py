@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..emulator.machine import ZXSpectrum
 from ..emulator.screen import PALETTE
 from ..games.loader import GameDefinition
+from ..games.schema import DataVariable
 from .resample import AreaResampler, native_kernel
 
 # ITU-R 601 luma of the 16 Spectrum colours.
@@ -92,6 +93,7 @@ APPLIES_TO: dict[str, tuple[str, ...]] = {
     "height": ("screen",),
     "width": ("screen",),
     "ram": ("ram",),
+    "variable_planes": ("attributes",),
 }
 """The observation types each setting acts on; set to anything but its default on
 another type, it would do nothing, so it is refused."""
@@ -161,6 +163,14 @@ class ObservationConfig(BaseModel):
         description="For 'ram': data variables of the game YAML by name, or {address, length}.",
     )
 
+    variable_planes: list[str] = Field(
+        default_factory=list,
+        description="For 'attributes' (planes or colours): data variables of the game YAML "
+        "shown after each frame's attribute planes, one plane per bit of the variable (0 or "
+        "255 over the whole plane, least significant bit first): state that the screen does "
+        "not draw, such as a frame counter, made visible to the network.",
+    )
+
     @property
     def binary(self) -> bool:
         """Every value of this observation is 0 or 255 (`attributes` as `planes`)."""
@@ -170,6 +180,13 @@ class ObservationConfig(BaseModel):
     def _ram_needs_ranges(self) -> ObservationConfig:
         if self.type == "ram" and not self.ram:
             raise ValueError("a 'ram' observation needs at least one entry in 'ram'")
+        if self.variable_planes and self.attribute_encoding == "byte":
+            raise ValueError(
+                "variable_planes adds planes to an 'attributes' observation of 'planes' or "
+                "'colours'; attribute_encoding 'byte' has no plane axis to add them on"
+            )
+        if len(set(self.variable_planes)) < len(self.variable_planes):
+            raise ValueError(f"variable_planes names a variable twice: {self.variable_planes}")
         # A saved configuration lists every field: a default, or what an earlier version
         # saved as the default, is not a choice.
         chosen = [
@@ -222,15 +239,13 @@ class ObservationPipeline:
         self._ram: list[tuple[int, int]] = []
         for entry in config.ram:
             if isinstance(entry, str):
-                if entry not in game.spec.data:
-                    raise ValueError(
-                        f"observation ram entry {entry!r} is not a data variable of "
-                        f"{game.path}; defined: {', '.join(game.spec.data)}"
-                    )
-                var = game.spec.data[entry]
+                var = self._variable(game, entry, "ram entry")
                 self._ram.append((var.address, var.size))
             else:
                 self._ram.append((entry.address, entry.length))
+        self._variable_planes = [
+            self._variable(game, name, "variable_planes entry") for name in config.variable_planes
+        ]
         if config.type == "screen" and (config.height > area.height or config.width > area.width):
             raise ValueError(
                 f"observation {config.height}x{config.width} is larger than the "
@@ -256,6 +271,15 @@ class ObservationPipeline:
             shape = (k * frame[0], *frame[1:]) if len(frame) == 3 else (k, *frame)
         self.space = spaces.Box(0, 255, shape=shape, dtype=np.uint8)
 
+    @staticmethod
+    def _variable(game: GameDefinition, name: str, what: str) -> DataVariable:
+        if name not in game.spec.data:
+            raise ValueError(
+                f"observation {what} {name!r} is not a data variable of "
+                f"{game.path}; defined: {', '.join(game.spec.data)}"
+            )
+        return game.spec.data[name]
+
     def _frame_shape(self) -> tuple[int, ...]:
         c = self.config
         if c.type == "screen":
@@ -266,6 +290,7 @@ class ObservationPipeline:
             if c.attribute_encoding == "byte":
                 return (rows, cols)
             planes = ATTRIBUTE_PLANES_COUNT if c.attribute_encoding == "planes" else 2
+            planes += sum(8 * var.size for var in self._variable_planes)
             return (planes, rows, cols)
         return (sum(size for _, size in self._ram),)
 
@@ -276,9 +301,10 @@ class ObservationPipeline:
             cells = machine.attributes()[self._cell_rows, self._cell_cols]
             if c.attribute_encoding == "byte":
                 return cells
-            if c.attribute_encoding == "planes":
-                return ATTRIBUTE_PLANES[:, cells]
-            return ATTRIBUTE_COLOURS[:, cells]
+            table = ATTRIBUTE_PLANES if c.attribute_encoding == "planes" else ATTRIBUTE_COLOURS
+            if not self._variable_planes:
+                return table[:, cells]
+            return np.concatenate([table[:, cells], self._bit_planes(machine, cells.shape)])
         if c.type == "ram":
             data = b"".join(machine.read(a, n) for a, n in self._ram)
             return np.frombuffer(data, dtype=np.uint8)
@@ -294,6 +320,14 @@ class ObservationPipeline:
             pixels = machine.render(self._lut, self._rows)[:, self._cols]
             frame = self._resampler(pixels).reshape(c.height, c.width, channels)
         return frame[..., 0] if c.grayscale else np.ascontiguousarray(frame.transpose(2, 0, 1))
+
+    def _bit_planes(
+        self, machine: ZXSpectrum, shape: tuple[int, ...]
+    ) -> npt.NDArray[np.uint8]:
+        """One plane per bit of each of `variable_planes`, least significant first."""
+        data = b"".join(machine.read(var.address, var.size) for var in self._variable_planes)
+        bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little") * 255
+        return np.broadcast_to(bits[:, None, None], (bits.size, *shape))
 
     def reset(self, machine: ZXSpectrum) -> npt.NDArray[np.uint8]:
         self._stack[:] = self.frame(machine)
