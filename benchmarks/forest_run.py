@@ -81,6 +81,10 @@ Variants:
                           the frame counters the screen does not show given to the student
                           (`observation.variable_planes`: one plane per bit of
                           scroll_timer and steer_timer), so that it need not guess them
+    distill+safety+intervene+refit+late+situation-h16+safe-set+cell-cnn+ensemble  ... with
+                          an acting student of three networks trained apart
+                          (`distill.members: 3`), whose mean policy errs less often than
+                          any one of them, at three times the learner's compute
     distill+margin+intervene  ... with the teacher that weights each safe move by the room
                           it leaves (`distill.search: margin`), so the student learns to
                           keep away from the spots where one wrong move loses a life
@@ -288,6 +292,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
             },
             "distill": BEST_DISTILL["distill"] | {"dataset_bytes": 3 * 2**29},
         },
+        False,
+    ),
+    "distill+safety+intervene+refit+late+situation-h16+safe-set+cell-cnn+ensemble": (
+        "distill",
+        BEST_DISTILL | {"distill": BEST_DISTILL["distill"] | {"members": 3}},
         False,
     ),
     "distill+margin+intervene": (

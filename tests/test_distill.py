@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnxruntime
 import pytest
 import torch
 import yaml
@@ -27,6 +28,7 @@ from oakemu_rl.distill import (
     safe_set_nll,
     soft_cross_entropy,
 )
+from oakemu_rl.distill.ensemble import StudentEnsemble
 from oakemu_rl.dqn.config import DQNExperimentConfiguration
 from oakemu_rl.experiments.distill_experiment import DistillExperiment
 from oakemu_rl.experiments.dqn_experiment import DQNExperiment
@@ -656,6 +658,68 @@ def test_an_averaged_student_acts_while_the_optimizer_trains_the_weights_it_aver
         _cheap_config(distill={"ema_decay": 0.9, "shrink_perturb": {"every_updates": 5}})
     with pytest.raises(ConfigError, match="ema_decay"):
         _cheap_config(distill={"ema_decay": 1.0})
+
+
+def test_an_ensemble_student_acts_on_its_members_mean_policy_and_trains_them_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`distill.members`: the student is that many networks, each drawn afresh and given a
+    minibatch of its own at each update; greedy play, evaluation and the ONNX export act
+    on the mean of their policies. A run cannot start from an ensemble (`--init-from`)."""
+    config = _cheap_config(total_steps=40, distill={"members": 3})
+    run_dir = tmp_path / "run"
+    experiment = DistillExperiment(config, run_dir, print_fn=no_print)
+    experiment.run()
+    ensemble, learner = experiment.learner.model, experiment.learner
+    assert isinstance(ensemble, StudentEnsemble) and len(ensemble) == 3
+    assert learner.updates > 5
+
+    held = experiment.dataset.holdout(50, np.random.default_rng(0))
+    assert held is not None
+    observations = torch.from_numpy(held[0])
+    with torch.no_grad():
+        members = torch.stack([torch.softmax(m(observations), -1) for m in ensemble.members])
+        mean = members.mean(dim=0)
+        torch.testing.assert_close(torch.exp(ensemble(observations)), mean)
+    assert torch.equal(ensemble.greedy_actions(observations), mean.argmax(dim=-1))
+    assert not torch.allclose(members[0], members[1])  # drawn and trained apart
+
+    # One update: every member learns, each from its own 8 of the 24 states drawn.
+    batches: list[int] = []
+    sample = experiment.dataset.sample
+
+    def recording_sample(size: int, rng: np.random.Generator) -> Any:
+        batches.append(size)
+        return sample(size, rng)
+
+    experiment.dataset.sample = recording_sample  # type: ignore[method-assign]
+    before = [_weights(m) for m in ensemble.members]
+    assert learner.update() is not None and batches == [3 * 8]
+    for member, weights in zip(ensemble.members, before, strict=True):
+        assert any(not torch.equal(weights[n], t) for n, t in member.state_dict().items())
+
+    # The checkpoint holds all three; evaluate and export play the mean policy.
+    resumed = DistillExperiment.from_run_dir(run_dir, total_steps=60, print_fn=no_print)
+    try:
+        resumed.build()
+        _assert_same(
+            find_checkpoint(run_dir).load_torch(MODEL_FILE)["learner"], resumed.learner.model
+        )
+    finally:
+        resumed.close()
+    assert main(["evaluate", str(run_dir), "--episodes", "2"]) == 0
+    out = tmp_path / "ensemble.onnx"
+    assert main(["export", str(run_dir), "--out", str(out)]) == 0
+    session = onnxruntime.InferenceSession(str(out))
+    checkpointed = DistillExperiment.build_model(config, tuple(observations.shape[1:]), 3)
+    checkpointed.load_state_dict(find_checkpoint(run_dir).load_torch(MODEL_FILE)["learner"])
+    action, _ = session.run(None, {"observation": observations.numpy()})
+    assert np.array_equal(action, checkpointed.greedy_actions(observations).numpy())
+
+    ppo = PPOExperimentConfiguration.from_dict({"game": "catch", "logging": QUIET})
+    with pytest.raises(ConfigError, match="an ensemble of 3 networks"):
+        PPOExperiment(ppo, tmp_path / "ppo", print_fn=no_print, init_from=run_dir)
+    assert not (tmp_path / "ppo").exists()
 
 
 def test_the_teacher_intervenes_where_the_student_would_lose_a_life(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ import numpy.typing as npt
 import torch
 
 from ..envs.lives import lives_lost
-from ..ppo.model import PPOModel
 from ..runtime.actor import ActorBase, EpisodeObserver
 from ..runtime.context import RuntimeContext
 from ..runtime.env_lifecycle import ActorRuntimeState, EnvironmentState
@@ -22,6 +21,7 @@ from ..runtime.replay_ratio_gate import ReplayRatioGate
 from ..runtime.thread_safe_model import ThreadSafeModel
 from .config import DistillExperimentConfiguration
 from .dataset import DistillDataset, rules_out
+from .ensemble import Student
 from .schedule import BetaSchedule
 
 if TYPE_CHECKING:
@@ -118,8 +118,8 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
     def __init__(
         self,
         context: RuntimeContext[DistillExperimentConfiguration],
-        actor_model: PPOModel,
-        learner_model: ThreadSafeModel[PPOModel],
+        actor_model: Student,
+        learner_model: ThreadSafeModel[Student],
         dataset: DistillDataset,
         schedule: BetaSchedule,
         gate: ReplayRatioGate,
@@ -127,7 +127,7 @@ class DistillActor(ActorBase[DistillExperimentConfiguration, _Labelled]):
         episode_observer: EpisodeObserver | None = None,
     ) -> None:
         super().__init__(context, actor_model, learner_model, env_factory, episode_observer)
-        self.actor_model: PPOModel = actor_model
+        self.actor_model: Student = actor_model
         self.dataset = dataset
         self.schedule = schedule
         self.gate = gate

@@ -185,6 +185,17 @@ class DistillSettings(_Section):
         "(plasticity), and unlike shrink_perturb's reset the acting student never plays "
         "worse for it. Needs holdout_fraction > 0.",
     )
+    members: int = Field(
+        1,
+        ge=1,
+        le=8,
+        description="Students in the acting network (1: one). With more, each is "
+        "initialised on its own and trained on minibatches of its own, and what acts, is "
+        "evaluated, checkpointed and exported is the mean of their policies "
+        "(`StudentEnsemble`), wrong less often than any one of them; each update trains "
+        "every member, so the learner's compute grows with their number. A run started "
+        "from a student (--init-from) needs one.",
+    )
     ema_decay: float | None = Field(
         None,
         gt=0,

@@ -2,7 +2,8 @@
 dataset, at a fixed ratio of updates to labelled states (with `shrink_perturb`, the student
 shrunk towards a fresh initialisation every so many updates; with `refit_every_updates`, a
 fresh student refitted on the side, `StudentRefit`; with `ema_decay`, the student that
-acts an average of the trained weights, `WeightAverage`)."""
+acts an average of the trained weights, `WeightAverage`; with `members`, an ensemble of
+students each trained on minibatches of its own, `StudentEnsemble`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from ..ppo.model import PPOModel
 from ..runtime.context import RuntimeContext
 from ..runtime.learner_thread import LearnerThread
 from ..runtime.replay_ratio_gate import ReplayRatioGate
@@ -25,6 +25,7 @@ from ..runtime.weight_average import WeightAverage
 from .actor import safe_choice_rate, teacher_agrees
 from .config import DistillExperimentConfiguration
 from .dataset import DistillDataset
+from .ensemble import Student, StudentEnsemble
 from .loss import LOSSES
 from .refit import StudentRefit
 
@@ -79,8 +80,8 @@ class DistillLearner(LearnerThread):
     def __init__(
         self,
         context: RuntimeContext[DistillExperimentConfiguration],
-        learner_model: ThreadSafeModel[PPOModel],
-        trained_model: PPOModel,
+        learner_model: ThreadSafeModel[Student],
+        trained_model: Student,
         optimizer: torch.optim.Optimizer,
         dataset: DistillDataset,
         gate: ReplayRatioGate,
@@ -139,7 +140,9 @@ class DistillLearner(LearnerThread):
     def update(self) -> torch.Tensor | None:
         """One Adam step on a minibatch; returns the loss (None while the dataset has no
         state to train on, or when a non-finite loss was handed to the rollback)."""
-        batch = self.dataset.sample(self.settings.batch_size, self.rng)
+        # One minibatch for each member of an ensemble, so that their errors differ.
+        members = self.settings.members
+        batch = self.dataset.sample(self.settings.batch_size * members, self.rng)
         if batch is None:
             # Nothing to learn from yet (the safe-set loss's states where every action is
             # allowed teach nothing): no update falls due until more states come, so the
@@ -153,17 +156,27 @@ class DistillLearner(LearnerThread):
         candidate = self.refit.candidate if self.refit is not None else None
         model = self.trained_model if candidate is None else candidate.model
         params = self._params if candidate is None else list(model.parameters())
-        loss = self._loss(model(observations), targets)
+        students = list(model.members) if isinstance(model, StudentEnsemble) else [model]
+        losses = [
+            self._loss(student(x), y)
+            for student, x, y in zip(
+                students, observations.chunk(members), targets.chunk(members), strict=True
+            )
+        ]
+        loss = torch.stack(losses).sum()
         if not bool(torch.isfinite(loss)):
             self._non_finite(loss)
             return None
         for param in params:  # what optimizer.zero_grad(set_to_none=True) does
             param.grad = None
         loss.backward()  # type: ignore[no-untyped-call]
-        grad_norm = nn.utils.clip_grad_norm_(params, self.settings.max_grad_norm)
-        if not bool(torch.isfinite(grad_norm)):
-            self._non_finite(grad_norm)
-            return None
+        for student in students:  # each member's gradient clipped as if it trained alone
+            grad_norm = nn.utils.clip_grad_norm_(
+                list(student.parameters()), self.settings.max_grad_norm
+            )
+            if not bool(torch.isfinite(grad_norm)):
+                self._non_finite(grad_norm)
+                return None
         if candidate is not None:
             candidate.step()
         elif self.average is None:
@@ -181,7 +194,7 @@ class DistillLearner(LearnerThread):
         )
         if self.monitor is not None:
             self.monitor.note_healthy_updates(1)
-        return loss.detach()
+        return loss.detach() / members  # the members' mean loss
 
     def _non_finite(self, value: torch.Tensor) -> None:
         """Hand a non-finite loss to the rollback (which restores an earlier checkpoint);
@@ -336,7 +349,7 @@ class DistillLearner(LearnerThread):
 
 @torch.no_grad()
 def _scores(
-    model: PPOModel, observations: torch.Tensor, targets: Any, prefix: str
+    model: Student, observations: torch.Tensor, targets: Any, prefix: str
 ) -> dict[str, float]:
     """``{prefix}_accuracy`` and (where a held-out state is critical) ``{prefix}_safe`` of
     `model`'s most likely actions on `observations`."""

@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 
-from ..ppo.model import PPOModel
 from ..runtime.shrink_perturb import ShrinkPerturbSettings, shrink_and_perturb
 from ..runtime.thread_safe_model import ThreadSafeModel
 from ..runtime.weight_average import WeightAverage
+from .ensemble import Student
 
 __all__ = ["StudentRefit"]
 
@@ -33,9 +33,9 @@ class _Candidate:
     """A student in training on the side: `model` is what its optimizer trains, `acting`
     what would act if it were swapped in (`model` itself, or its `average`)."""
 
-    model: PPOModel
+    model: Student
     optimizer: torch.optim.Optimizer
-    acting: PPOModel
+    acting: Student
     average: WeightAverage | None = None
     updates: int = 0
 
@@ -67,8 +67,8 @@ class StudentRefit:
     def __init__(
         self,
         every_updates: int,
-        student: ThreadSafeModel[PPOModel],
-        trained: PPOModel,
+        student: ThreadSafeModel[Student],
+        trained: Student,
         optimizer: torch.optim.Optimizer,
         run_seed: int,
         average: WeightAverage | None = None,
@@ -99,12 +99,12 @@ class StudentRefit:
             self.candidate = self._candidate(model, optimizer)
             self.phase_start = updates
 
-    def _candidate(self, model: PPOModel, optimizer: torch.optim.Optimizer) -> _Candidate:
+    def _candidate(self, model: Student, optimizer: torch.optim.Optimizer) -> _Candidate:
         if self.average is None:
             return _Candidate(model, optimizer, model)
         return _Candidate(model, optimizer, copy.deepcopy(model), WeightAverage(self.average.decay))
 
-    def _optimizer_for(self, model: PPOModel) -> torch.optim.Optimizer:
+    def _optimizer_for(self, model: Student) -> torch.optim.Optimizer:
         """A fresh optimizer of the student's kind and settings over `model`."""
         return type(self.optimizer)(model.parameters(), **self.optimizer.defaults)
 

@@ -321,9 +321,7 @@ class ObservationPipeline:
             frame = self._resampler(pixels).reshape(c.height, c.width, channels)
         return frame[..., 0] if c.grayscale else np.ascontiguousarray(frame.transpose(2, 0, 1))
 
-    def _bit_planes(
-        self, machine: ZXSpectrum, shape: tuple[int, ...]
-    ) -> npt.NDArray[np.uint8]:
+    def _bit_planes(self, machine: ZXSpectrum, shape: tuple[int, ...]) -> npt.NDArray[np.uint8]:
         """One plane per bit of each of `variable_planes`, least significant first."""
         data = b"".join(machine.read(var.address, var.size) for var in self._variable_planes)
         bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little") * 255

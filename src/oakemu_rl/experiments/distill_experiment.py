@@ -19,6 +19,7 @@ from torch import nn
 from ..distill.actor import DistillActor
 from ..distill.config import DistillExperimentConfiguration
 from ..distill.dataset import DistillDataset
+from ..distill.ensemble import Student, StudentEnsemble
 from ..distill.learner import DistillLearner
 from ..distill.schedule import BetaSchedule
 from ..distill.state_adapter import DistillStateAdapter
@@ -50,9 +51,14 @@ class DistillExperiment(
         config: DistillExperimentConfiguration,
         observation_shape: tuple[int, ...],
         num_actions: int,
-    ) -> PPOModel:
-        """The student a configuration describes: PPO's actor-critic network."""
-        return PPOModel(observation_shape, num_actions, **config.model.model_dump())
+    ) -> PPOModel | StudentEnsemble:
+        """The student a configuration describes: PPO's actor-critic network, or with
+        `distill.members` an ensemble of them."""
+        members = [
+            PPOModel(observation_shape, num_actions, **config.model.model_dump())
+            for _ in range(config.distill.members)
+        ]
+        return members[0] if len(members) == 1 else StudentEnsemble(members)
 
     def _trained_model(self) -> nn.Module:
         if self.config.distill.ema_decay is None:
@@ -106,7 +112,7 @@ class DistillExperiment(
         )
         self.actor = DistillActor(
             context,
-            cast(PPOModel, self.actor_model),
+            cast(Student, self.actor_model),
             self.container,
             self.dataset,
             schedule,
@@ -116,7 +122,7 @@ class DistillExperiment(
         self.learner = DistillLearner(
             context,
             self.container,
-            cast(PPOModel, self.trained_model),
+            cast(Student, self.trained_model),
             self.optimizer,
             self.dataset,
             gate,

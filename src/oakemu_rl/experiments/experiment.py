@@ -108,17 +108,27 @@ class Learner(LearnerRuntime, Protocol):
 def _find_student(source: str | Path) -> Checkpoint:
     """The checkpoint of the distill run (or the checkpoint) `source` whose student a new
     run starts from: the best-scored, else the newest valid one."""
-    from .evaluation import find_checkpoint
+    from ..distill.config import DistillExperimentConfiguration
+    from .evaluation import find_checkpoint, read_checkpoint_config
 
     try:
         checkpoint = find_checkpoint(source, best=True)
         algo = read_algo(checkpoint.path)
+        if algo == "distill" and checkpoint.has(MODEL_FILE):
+            _, config = read_checkpoint_config(checkpoint)
     except (CheckpointError, ConfigError, RunError) as exc:
         raise ConfigError(f"init_from: {exc}") from None
     if algo != "distill" or not checkpoint.has(MODEL_FILE):
         raise ConfigError(
             f"init_from: {source} is a {algo} run; a run starts from the student of a "
             "distill run (train --algo distill)"
+        )
+    members = config.distill.members if isinstance(config, DistillExperimentConfiguration) else 1
+    if members > 1:
+        raise ConfigError(
+            f"init_from: the student of {source} is an ensemble of {members} networks "
+            "(distill.members); a run starts from one student: train it with "
+            "distill.members 1"
         )
     return checkpoint
 
