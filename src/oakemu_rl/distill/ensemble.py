@@ -45,17 +45,9 @@ class StudentEnsemble(nn.Module):
         self.observation_shape = first.observation_shape
         self.num_actions = first.num_actions
 
-    def member(self, index: int) -> PPOModel:
-        """The `index`-th member."""
-        model = self.members[index]
-        assert isinstance(model, PPOModel)
-        return model
-
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
         """Log of the mean of the members' action probabilities, (batch, actions)."""
-        log_probs = torch.stack(
-            [torch.log_softmax(self.member(i)(observations), dim=-1) for i in range(len(self))]
-        )
+        log_probs = torch.stack([torch.log_softmax(m(observations), dim=-1) for m in self.members])
         return torch.logsumexp(log_probs, dim=0) - math.log(len(self))
 
     @torch.no_grad()

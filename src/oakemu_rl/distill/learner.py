@@ -140,9 +140,13 @@ class DistillLearner(LearnerThread):
     def update(self) -> torch.Tensor | None:
         """One Adam step on a minibatch; returns the loss (None while the dataset has no
         state to train on, or when a non-finite loss was handed to the rollback)."""
+        # During a refit the candidate trains; the acting student stays as it is.
+        candidate = self.refit.candidate if self.refit is not None else None
+        model = self.trained_model if candidate is None else candidate.model
+        params = self._params if candidate is None else list(model.parameters())
         # One minibatch for each member of an ensemble, so that their errors differ.
-        members = self.settings.members
-        batch = self.dataset.sample(self.settings.batch_size * members, self.rng)
+        students = list(model.members) if isinstance(model, StudentEnsemble) else [model]
+        batch = self.dataset.sample(self.settings.batch_size * len(students), self.rng)
         if batch is None:
             # Nothing to learn from yet (the safe-set loss's states where every action is
             # allowed teach nothing): no update falls due until more states come, so the
@@ -152,11 +156,7 @@ class DistillLearner(LearnerThread):
         device = self.context.device
         observations = torch.from_numpy(batch.observations).to(device)
         targets = torch.from_numpy(batch.targets).to(device)
-        # During a refit the candidate trains; the acting student stays as it is.
-        candidate = self.refit.candidate if self.refit is not None else None
-        model = self.trained_model if candidate is None else candidate.model
-        params = self._params if candidate is None else list(model.parameters())
-        students = list(model.members) if isinstance(model, StudentEnsemble) else [model]
+        members = len(students)
         losses = [
             self._loss(student(x), y)
             for student, x, y in zip(

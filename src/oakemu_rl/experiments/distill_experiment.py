@@ -51,7 +51,7 @@ class DistillExperiment(
         config: DistillExperimentConfiguration,
         observation_shape: tuple[int, ...],
         num_actions: int,
-    ) -> PPOModel | StudentEnsemble:
+    ) -> Student:
         """The student a configuration describes: PPO's actor-critic network, or with
         `distill.members` an ensemble of them."""
         members = [

@@ -114,8 +114,6 @@ def _find_student(source: str | Path) -> Checkpoint:
     try:
         checkpoint = find_checkpoint(source, best=True)
         algo = read_algo(checkpoint.path)
-        if algo == "distill" and checkpoint.has(MODEL_FILE):
-            _, config = read_checkpoint_config(checkpoint)
     except (CheckpointError, ConfigError, RunError) as exc:
         raise ConfigError(f"init_from: {exc}") from None
     if algo != "distill" or not checkpoint.has(MODEL_FILE):
@@ -123,10 +121,15 @@ def _find_student(source: str | Path) -> Checkpoint:
             f"init_from: {source} is a {algo} run; a run starts from the student of a "
             "distill run (train --algo distill)"
         )
-    members = config.distill.members if isinstance(config, DistillExperimentConfiguration) else 1
-    if members > 1:
+    try:
+        _, config = read_checkpoint_config(checkpoint)
+    except (CheckpointError, ConfigError, RunError) as exc:
+        raise ConfigError(f"init_from: {exc}") from None
+    assert isinstance(config, DistillExperimentConfiguration)
+    if config.distill.members > 1:
         raise ConfigError(
-            f"init_from: the student of {source} is an ensemble of {members} networks "
+            f"init_from: the student of {source} is an ensemble of {config.distill.members} "
+            "networks "
             "(distill.members); a run starts from one student: train it with "
             "distill.members 1"
         )
