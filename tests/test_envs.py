@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from oakemu_rl.cli.main import main
 from oakemu_rl.envs import GymBackendEnv, OakEmuEnv, make_env
 
 WriteGame = Callable[..., Path]
@@ -98,6 +99,25 @@ def test_variable_planes_refused_where_they_cannot_apply(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         OakEmuEnv(write_game(), config)
+
+
+@pytest.mark.parametrize(
+    ("observation", "message"),
+    [
+        ("{type: ram, ram: [nosuch]}", "ram entry 'nosuch' is not a data variable of"),
+        ("{type: attributes, variable_planes: [nosuch]}", "variable_planes entry 'nosuch'"),
+    ],
+)
+def test_train_refuses_an_observation_naming_no_variable_of_the_game(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], observation: str, message: str
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(f"game: catch\nenv: {{observation: {observation}}}\n")
+    run_dir = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--run-dir", str(run_dir), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert f"env.observation: observation {message}" in error and "catch.yaml" in error
+    assert "Traceback" not in error and not run_dir.exists()
 
 
 def test_frame_stack_shifts_oldest_out(write_game: WriteGame) -> None:

@@ -221,6 +221,20 @@ def _default(name: str) -> object:
     return field.get_default(call_default_factory=True)
 
 
+def named_variables(config: ObservationConfig, game: GameDefinition) -> dict[str, DataVariable]:
+    """The data variables of `game` that `config` names (its `ram` entries by name and its
+    `variable_planes`); raises ValueError naming the first that `game` does not define."""
+    entries = [("ram entry", entry) for entry in config.ram if isinstance(entry, str)]
+    entries += [("variable_planes entry", name) for name in config.variable_planes]
+    for what, name in entries:
+        if name not in game.spec.data:
+            raise ValueError(
+                f"observation {what} {name!r} is not a data variable of "
+                f"{game.path}; defined: {', '.join(game.spec.data)}"
+            )
+    return {name: game.spec.data[name] for _, name in entries}
+
+
 class ObservationPipeline:
     """Builds observations from a machine, keeping the frame stack."""
 
@@ -236,16 +250,14 @@ class ObservationPipeline:
         self._cols = slice(area.x, area.x + area.width)
         self._cell_rows = slice(area.y // 8, (area.y + area.height + 7) // 8)
         self._cell_cols = slice(area.x // 8, (area.x + area.width + 7) // 8)
-        self._ram: list[tuple[int, int]] = []
-        for entry in config.ram:
-            if isinstance(entry, str):
-                var = self._variable(game, entry, "ram entry")
-                self._ram.append((var.address, var.size))
-            else:
-                self._ram.append((entry.address, entry.length))
-        self._variable_planes = [
-            self._variable(game, name, "variable_planes entry") for name in config.variable_planes
+        named = named_variables(config, game)
+        self._ram: list[tuple[int, int]] = [
+            (entry.address, entry.length)
+            if isinstance(entry, RamRange)
+            else (named[entry].address, named[entry].size)
+            for entry in config.ram
         ]
+        self._variable_planes = [named[name] for name in config.variable_planes]
         if config.type == "screen" and (config.height > area.height or config.width > area.width):
             raise ValueError(
                 f"observation {config.height}x{config.width} is larger than the "
@@ -270,15 +282,6 @@ class ObservationPipeline:
         else:
             shape = (k * frame[0], *frame[1:]) if len(frame) == 3 else (k, *frame)
         self.space = spaces.Box(0, 255, shape=shape, dtype=np.uint8)
-
-    @staticmethod
-    def _variable(game: GameDefinition, name: str, what: str) -> DataVariable:
-        if name not in game.spec.data:
-            raise ValueError(
-                f"observation {what} {name!r} is not a data variable of "
-                f"{game.path}; defined: {', '.join(game.spec.data)}"
-            )
-        return game.spec.data[name]
 
     def _frame_shape(self) -> tuple[int, ...]:
         c = self.config

@@ -37,6 +37,7 @@ from torch import nn
 
 from ..envs.lives import win_rate_text
 from ..envs.multi_env import MultiEnvError
+from ..envs.observation import named_variables
 from ..envs.observation_choice import ObservationChoice, auto_choice
 from ..games.loader import GameDefinition, load_game
 from ..runtime.actor import ActorBase
@@ -462,6 +463,10 @@ class Experiment(ABC, Generic[ConfigT]):
                 f"restart_pool.progress_variable: {progress!r} is not a data variable of "
                 f"{game.path}; defined: {', '.join(game.spec.data)}"
             )
+        try:
+            named_variables(config.env.observation, game)
+        except ValueError as exc:
+            raise ConfigError(f"env.observation: {exc}") from None
         if config.episodic_life and "lives" not in game.spec.data:
             raise ConfigError(
                 f"episodic_life: {game.path} has no data variable 'lives' to lose; define one "
