@@ -102,21 +102,31 @@ def test_variable_planes_refused_where_they_cannot_apply(
 
 
 @pytest.mark.parametrize(
-    ("observation", "message"),
+    ("setting", "message"),
     [
-        ("{type: ram, ram: [nosuch]}", "ram entry 'nosuch' is not a data variable of"),
-        ("{type: attributes, variable_planes: [nosuch]}", "variable_planes entry 'nosuch'"),
+        (
+            "env: {observation: {type: ram, ram: [nosuch]}}",
+            "env.observation: observation ram entry 'nosuch' is not a data variable of",
+        ),
+        (
+            "env: {observation: {type: attributes, variable_planes: [nosuch]}}",
+            "env.observation: observation variable_planes entry 'nosuch'",
+        ),
+        (
+            "restart_pool: {enabled: true, priority: progress, progress_variable: nosuch}",
+            "restart_pool.progress_variable: 'nosuch' is not a data variable of",
+        ),
     ],
 )
-def test_train_refuses_an_observation_naming_no_variable_of_the_game(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], observation: str, message: str
+def test_train_refuses_a_setting_naming_no_variable_of_the_game(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, message: str
 ) -> None:
     config = tmp_path / "bad.yaml"
-    config.write_text(f"game: catch\nenv: {{observation: {observation}}}\n")
+    config.write_text(f"game: catch\n{setting}\n")
     run_dir = tmp_path / "run"
     assert main(["train", "--config", str(config), "--run-dir", str(run_dir), "--quiet"]) == 2
     error = capsys.readouterr().err
-    assert f"env.observation: observation {message}" in error and "catch.yaml" in error
+    assert message in error and "catch.yaml" in error and "defined: " in error
     assert "Traceback" not in error and not run_dir.exists()
 
 

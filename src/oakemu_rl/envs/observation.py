@@ -226,13 +226,13 @@ def named_variables(config: ObservationConfig, game: GameDefinition) -> dict[str
     `variable_planes`); raises ValueError naming the first that `game` does not define."""
     entries = [("ram entry", entry) for entry in config.ram if isinstance(entry, str)]
     entries += [("variable_planes entry", name) for name in config.variable_planes]
+    variables: dict[str, DataVariable] = {}
     for what, name in entries:
-        if name not in game.spec.data:
-            raise ValueError(
-                f"observation {what} {name!r} is not a data variable of "
-                f"{game.path}; defined: {', '.join(game.spec.data)}"
-            )
-    return {name: game.spec.data[name] for _, name in entries}
+        try:
+            variables[name] = game.data_variable(name)
+        except ValueError as exc:
+            raise ValueError(f"observation {what} {exc}") from None
+    return variables
 
 
 class ObservationPipeline:

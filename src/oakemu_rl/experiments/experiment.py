@@ -458,11 +458,11 @@ class Experiment(ABC, Generic[ConfigT]):
             return None
         game = load_game(config.game)
         progress = config.restart_pool.progress_variable
-        if progress is not None and progress not in game.spec.data:
-            raise ConfigError(
-                f"restart_pool.progress_variable: {progress!r} is not a data variable of "
-                f"{game.path}; defined: {', '.join(game.spec.data)}"
-            )
+        if progress is not None:
+            try:
+                game.data_variable(progress)
+            except ValueError as exc:
+                raise ConfigError(f"restart_pool.progress_variable: {exc}") from None
         try:
             named_variables(config.env.observation, game)
         except ValueError as exc:

@@ -18,7 +18,7 @@ from ..emulator.errors import SnapshotError
 from ..emulator.snapshots import READERS, Snapshot, load_snapshot
 from ..emulator.tape import CACHE_DIR_NAME, TapeError, is_tape_path, tape_snapshot
 from .errors import GameDefinitionError
-from .schema import GameSpec, PressStep, RandomizeStep, RunUntilStep, clean_message
+from .schema import DataVariable, GameSpec, PressStep, RandomizeStep, RunUntilStep, clean_message
 
 BUNDLED_DIR = Path(__file__).parent / "bundled"
 
@@ -59,6 +59,16 @@ class GameDefinition:
     @property
     def num_actions(self) -> int:
         return len(self.spec.actions)
+
+    def data_variable(self, name: str) -> DataVariable:
+        """The data variable `name`; raises ValueError naming the game's file and the
+        variables it defines where it has none of that name."""
+        if name not in self.spec.data:
+            raise ValueError(
+                f"{name!r} is not a data variable of {self.path}; defined: "
+                f"{', '.join(self.spec.data)}"
+            )
+        return self.spec.data[name]
 
 
 def bundled_games() -> dict[str, Path]:

@@ -177,14 +177,9 @@ class TeacherSettings:
         are not empty and give at most `MAX_HIDDEN_COMBINATIONS` combinations (a range
         bounded by a variable is checked again whenever a label reads it). The start state
         is reached on `session` when given (a session of `game`), else on one of its own."""
-        data = game.spec.data
         for name, *bounds in self.hidden:
             for what in (name, *(b for b in bounds if isinstance(b, str))):
-                if what not in data:
-                    raise ValueError(
-                        f"{what!r} is not a data variable of {game.path}; defined: "
-                        f"{', '.join(data)}"
-                    )
+                game.data_variable(what)
         values: dict[str, int] = {}
         if any(isinstance(bound, str) for _, *bounds in self.hidden for bound in bounds):
             session = session or GameSession(game)
