@@ -98,6 +98,11 @@ Variants:
     distill+ppo+episodic  ... with a lost life as the end of bootstrapping (`episodic_life`),
                           so PPO no longer trades lives for sectors (in the same --out
                           directory it starts from the same distilled student)
+    distill+counters+ppo+episodic  the counters variant for half the budget, then PPO
+                          with episodic life from its student, on the same observation,
+                          torso and late-sector restarts: reinforcement learning against
+                          the lost lives that imitation leaves (about 0.7% of critical
+                          states)
 """
 
 from __future__ import annotations
@@ -315,10 +320,20 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     # costs 10): with a lost life as the end of bootstrapping, losing one forfeits every
     # later reward.
     "distill+ppo+episodic": ("ppo", DISTILL_PPO | {"episodic_life": True}, False),
+    "distill+counters+ppo+episodic": (
+        "ppo",
+        DISTILL_PPO
+        | {"env": COUNTERS["env"], "model": COUNTERS["model"], "episodic_life": True}
+        | LATE_RESTARTS,
+        False,
+    ),
 }
 INIT_FROM = {
     "distill+ppo": "distill+safety+intervene+refit",
     "distill+ppo+episodic": "distill+safety+intervene+refit",
+    "distill+counters+ppo+episodic": (
+        "distill+safety+intervene+refit+late+situation-h16+safe-set+cell-cnn+counters"
+    ),
 }
 """Variants that start from another variant's run (trained for half the budget first)."""
 
