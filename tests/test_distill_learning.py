@@ -11,22 +11,23 @@ from distill_testing import QUIET, no_print
 from oakemu_rl.distill import DistillExperimentConfiguration
 from oakemu_rl.experiments.distill_experiment import DistillExperiment
 
-#: The learning test's budget and the mean greedy score (of 30: a won game) it must reach.
-#: With the preset's safety teacher, measured at 900 steps, 4 final games: 30.0 on seeds 0, 1
-#: and 2 on a quiet machine, 29-41 s a run (2026-12-06). With the beam teacher it had before,
-#: the student's score spread widely under load (seed 0: 6.25 to 15.25 in CI runs, 30.0
-#: quiet), for reasons not found; so the threshold stays at 3x random play's 1.6 catches a
-#: game (a mean return of -3.4 over 5 lives): a student that learned something real.
+#: The learning test's budget, and the share of its 4 final greedy games the student must
+#: win (30 blocks caught each). With the preset (safety teacher, 'safe_set' loss,
+#: intervention), measured at 900 steps: every game won on 15 runs of 15, seeds 0-14, on
+#: a loaded 2-core machine (2026-12-07). The even cross-entropy target it had before won
+#: every game on most runs but lost whole games on some (21.75, 11.0 and, in a CI run, 4.5
+#: blocks a game).
 LEARN_STEPS = 900
-LEARN_THRESHOLD = 5.0
+LEARN_WIN_RATE = 0.75
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)  # 30-40 s on a quiet machine; far longer on a busy one
 def test_distill_learns_catch_from_the_search_teacher(tmp_path: Path) -> None:
-    """The shipped preset (safety teacher, horizon 16; RAM observation; beta from 1 to 0
-    over 300 steps) on 2 worker processes, for LEARN_STEPS env steps: the greedy student
-    then catches several times as many blocks as random play (30 catches win a game).
+    """The shipped preset (safety teacher, horizon 16, 'safe_set' loss, intervention; RAM
+    observation; beta from 1 to 0 over 300 steps) on 2 worker processes, for LEARN_STEPS
+    env steps: the greedy student then wins the game (30 blocks caught before 5 are missed)
+    in at least 3 of 4 games, a full score where random play catches 1.6 blocks a game.
     Measured: see LEARN_STEPS."""
     config = DistillExperimentConfiguration.for_game(
         "catch",
@@ -47,4 +48,4 @@ def test_distill_learns_catch_from_the_search_teacher(tmp_path: Path) -> None:
     summary = DistillExperiment(config, tmp_path / "run", print_fn=no_print).run()
     final = summary["final_eval"]
     assert summary["labels"] >= LEARN_STEPS
-    assert final["mean_score"] >= LEARN_THRESHOLD, final
+    assert final["win_rate"] >= LEARN_WIN_RATE, final
