@@ -5,7 +5,9 @@ the peer column of `generality.py` (`--algos sb3_dqn sb3_ppo`).
 
 What a user of SB3 would run on one of our games: the game's Gymnasium id
 (`oakemu_rl.envs:oakemu/<game>`) seen as Atari agents see Atari (the play area resized to
-84x84 grayscale, 4 frames stacked), SB3's `CnnPolicy` (the Nature CNN) and the
+84x84 grayscale, 4 frames stacked; while training, rewards clipped to their sign and a lost
+life the end of an episode, as the Zoo's `AtariWrapper` does), SB3's `CnnPolicy` (the Nature
+CNN) and the
 hyperparameters of RL Zoo's `atari` entries (rl-baselines3-zoo, hyperparams/ppo.yml and
 dqn.yml), stopped when the time is up. The model is saved in the run directory with a
 `summary.json`; `evaluate` plays it greedily from fresh starts (env seeds seed, seed + 1,
@@ -21,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from oakemu_rl.envs import OakEmuEnv, ObservationConfig
+from oakemu_rl.envs import EpisodicLife, OakEmuEnv, ObservationConfig
 from oakemu_rl.envs.lives import lives_lost
 from oakemu_rl.games.loader import bundled_games
 from oakemu_rl.runtime.tester import summarise
@@ -60,6 +62,7 @@ def train(out: Path, algo: str, game: str, seed: int, minutes: float) -> Path:
         return run_dir
     import torch
     from stable_baselines3 import DQN, PPO
+    from stable_baselines3.common.atari_wrappers import ClipRewardEnv
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -77,7 +80,11 @@ def train(out: Path, algo: str, game: str, seed: int, minutes: float) -> Path:
 
     torch.set_num_threads(1)
     env_id = f"oakemu_rl.envs:oakemu/{game}"
-    kwargs = {"observation_config": OBSERVATION}
+    vec_env: dict[str, Any] = {
+        "seed": seed,
+        "env_kwargs": {"observation_config": OBSERVATION},
+        "wrapper_class": lambda env: ClipRewardEnv(EpisodicLife(env)),  # as AtariWrapper
+    }
     # A step budget far beyond what the time allows: the schedules assume this many steps,
     # so PPO's learning rate and clip range fall only a little, as they would early in the
     # Zoo's 10M-step runs.
@@ -85,7 +92,7 @@ def train(out: Path, algo: str, game: str, seed: int, minutes: float) -> Path:
     model: Any
     if algo == "ppo":
         settings = dict(ZOO_PPO)
-        env = make_vec_env(env_id, n_envs=settings.pop("n_envs"), seed=seed, env_kwargs=kwargs)
+        env = make_vec_env(env_id, n_envs=settings.pop("n_envs"), **vec_env)
         lr, clip = settings.pop("learning_rate"), settings.pop("clip_range")
         model = PPO(
             "CnnPolicy",
@@ -98,7 +105,7 @@ def train(out: Path, algo: str, game: str, seed: int, minutes: float) -> Path:
             **settings,
         )
     else:
-        env = make_vec_env(env_id, n_envs=1, seed=seed, env_kwargs=kwargs)
+        env = make_vec_env(env_id, n_envs=1, **vec_env)
         model = DQN(
             "CnnPolicy",
             env,

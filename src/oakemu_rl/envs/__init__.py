@@ -4,6 +4,7 @@ Importing this package registers `oakemu/<game>` ids with Gymnasium, so
 `gym.make("oakemu_rl.envs:oakemu/catch")` works from anywhere.
 """
 
+from .episodic_life import EpisodicLife
 from .factory import make_env
 from .gym_backend import GymBackendEnv, is_gym_id
 from .multi_env import MultiEnvError, OakEmuMultiEnv, StepResult
@@ -14,6 +15,7 @@ from .registration import register_envs
 register_envs()
 
 __all__ = [
+    "EpisodicLife",
     "GymBackendEnv",
     "MultiEnvError",
     "OakEmuEnv",
