@@ -38,3 +38,15 @@ def test_a_lost_life_ends_the_episode_but_not_the_game() -> None:
     assert rewards == plain_rewards
     _, info = wrapped.reset()  # after the game's own end, a new game
     assert info["lives"] == lives_at_start
+
+
+def test_a_seeded_reset_after_a_lost_life_starts_a_new_game() -> None:
+    wrapped = EpisodicLife(OakEmuEnv("catch"))
+    _, info = wrapped.reset(seed=5)
+    lives_at_start = info["lives"]
+    terminated = False
+    while not terminated:
+        _, _, terminated, _, info = wrapped.step(STAND_STILL)
+    assert info["lives"] == lives_at_start - 1 and not info["game_over"]
+    _, info = wrapped.reset(seed=5)
+    assert info["lives"] == lives_at_start and not info["game_over"]

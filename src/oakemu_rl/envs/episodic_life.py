@@ -11,9 +11,10 @@ from .lives import lives_lost
 
 class EpisodicLife(gym.Wrapper[Any, Any, Any, Any]):
     """Ends the episode (``terminated``) when ``info["lives"]`` falls, without ending the
-    game: the next `reset` continues from where the life was lost, and only a real game
-    over (or truncation) resets the game. DeepMind's "episodic life" for Atari, for any env
-    that reports ``info["lives"]``; SB3's ``EpisodicLifeEnv`` reads Atari's ALE instead.
+    game: the next `reset` continues from where the life was lost. A new game starts only
+    after the game's own end (or a truncation), or when `reset` is given a seed or options.
+    DeepMind's "episodic life" for Atari, for any env that reports ``info["lives"]``; SB3's
+    ``EpisodicLifeEnv`` reads Atari's ALE instead.
 
     ``info["game_over"]`` says whether an episode's end was the game's own. Evaluate on
     the unwrapped env: its episodes are whole games.
@@ -41,6 +42,6 @@ class EpisodicLife(gym.Wrapper[Any, Any, Any, Any]):
             observation, info = self.env.reset(seed=seed, options=options)
             self._lives = info.get("lives")
             self._game_over = False
-            return observation, info
+            return observation, {**info, "game_over": False}
         observation, info = self._last  # a life was lost: play on from there
         return observation, {**info, "game_over": False}
