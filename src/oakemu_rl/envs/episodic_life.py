@@ -42,6 +42,6 @@ class EpisodicLife(gym.Wrapper[Any, Any, Any, Any]):
             observation, info = self.env.reset(seed=seed, options=options)
             self._lives = info.get("lives")
             self._game_over = False
-            return observation, {**info, "game_over": False}
-        observation, info = self._last  # a life was lost: play on from there
+        else:
+            observation, info = self._last  # a life was lost: play on from there
         return observation, {**info, "game_over": False}
