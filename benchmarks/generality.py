@@ -25,7 +25,9 @@ With `--normalise`, each agent's mean score is also given as a normalised score,
 (agent - random) / (search - random), from the game's reference (`oakemu-rl reference`,
 computed and cached when missing), and each algorithm's interquartile mean over the
 test set's games and seeds comes with a stratified bootstrap 95% interval (rliable's
-protocol, Agarwal et al. 2021).
+protocol, Agarwal et al. 2021). The target is then checked: the better of our algorithms
+(by that IQM) reaches a mean normalised score of at least 0.25 on each test-set game, and
+its IQM is above every SB3 column's.
 """
 
 from __future__ import annotations
@@ -162,10 +164,44 @@ def print_normalised(
             f"  {game:<12} random {reference.random_score:g}, search "
             f"{reference.search_score:g}: {', '.join(cells)}"
         )
+    iqm: dict[str, float] = {}
     for algo, scores in normalised.items():
         if scores:
             point, low, high = stratified_bootstrap_ci(scores)
+            iqm[algo] = point
             print(f"  {algo.upper()} IQM over the test set: {point:.3f} [{low:.3f}, {high:.3f}]")
+    print_target(normalised, iqm, len(args.seeds))
+
+
+TARGET = 0.25
+"""The mean normalised score the better default algorithm reaches on each test-set game."""
+
+
+def print_target(
+    normalised: dict[str, dict[str, list[float]]], iqm: dict[str, float], seeds: int
+) -> None:
+    """The target, checked: the better of our algorithms (by IQM over the test set) has a
+    mean normalised score of at least `TARGET` on each test-set game, and an IQM above
+    every SB3 column's; 'so far' while a game or seed is still to be measured."""
+    ours = [algo for algo in iqm if algo in OURS]
+    if not ours:
+        return
+    best = max(ours, key=lambda algo: iqm[algo])
+    games = {game for scores in normalised.values() for game in scores}
+    complete = all(len(normalised[best].get(game, [])) == seeds for game in games)
+    per_game = {game: sum(v) / len(v) for game, v in normalised[best].items()}
+    low = sorted(game for game, mean in per_game.items() if mean < TARGET)
+    peers = {algo: iqm[algo] for algo in iqm if algo in PEERS}
+    above_peers = all(iqm[best] > value for value in peers.values())
+    met = complete and not low and bool(peers) and above_peers
+    print(f"  better default algorithm: {best.upper()} (IQM {iqm[best]:.3f})")
+    print(f"  each test-set game >= {TARGET}: " + ("yes" if not low else f"no ({', '.join(low)})"))
+    if peers:
+        print(f"  IQM above SB3's ({', '.join(f'{a} {v:.3f}' for a, v in peers.items())}): "
+              + ("yes" if above_peers else "no"))  # fmt: skip
+    else:
+        print("  IQM above SB3's: not measured (--algos sb3_dqn sb3_ppo)")
+    print(f"  target: {'met' if met else 'not met'}" + ("" if complete else " (so far)"))
 
 
 def check(table: dict[tuple[str, str], list[Evaluation]], game: str, algo: str) -> str:
