@@ -33,6 +33,8 @@ its IQM is above every SB3 column's.
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import sb3_zoo
@@ -76,6 +78,7 @@ def main() -> None:
     games = args.games or [*test_set(), *TRAINING_SET]
 
     table: dict[tuple[str, str], list[Evaluation]] = {}
+    steps: dict[tuple[str, str], list[int]] = {}
     agree = total = 0
     for seed in args.seeds:  # every game on one seed first: a partial table is a useful one
         for game in games:
@@ -88,6 +91,8 @@ def main() -> None:
                     run_dir, _ = train(
                         args.out, settings, game, seed, args.steps, minutes=args.minutes
                     )
+                summary = json.loads((run_dir / "summary.json").read_text())
+                steps.setdefault((game, algo), []).append(int(summary["steps"]))
                 first = play(algo, run_dir, game, args.episodes, 1000 + seed)
                 table.setdefault((game, algo), []).append(first)
                 if seed == args.seeds[0]:
@@ -97,7 +102,7 @@ def main() -> None:
                 if algo == ours[0]:
                     random = evaluate(run_dir, args.episodes, seed=1000 + seed, random=True)
                     table.setdefault((game, "random"), []).append(random)
-            print_table(args, games, table)
+            print_table(args, games, table, steps)
     if args.normalise:
         print_normalised(args, games, table)
     print(f"two evaluations of the same agent ({args.episodes} episodes each, two env seeds) "
@@ -117,12 +122,16 @@ def inside(a: Evaluation, b: Evaluation) -> bool:
 
 
 def print_table(
-    args: argparse.Namespace, games: list[str], table: dict[tuple[str, str], list[Evaluation]]
+    args: argparse.Namespace,
+    games: list[str],
+    table: dict[tuple[str, str], list[Evaluation]],
+    steps: dict[tuple[str, str], list[int]],
 ) -> None:
     budget = f"{args.minutes:g} minutes" if args.minutes else f"{args.steps:,} env steps"
+    reached = " and the mean env steps reached" if args.minutes else ""
     print(f"\nDefaults on every bundled game: {budget}, seeds {args.seeds}, "
           f"{args.episodes} greedy episodes of each best checkpoint; mean return [95% CI] "
-          "per seed, then the mean score over seeds")  # fmt: skip
+          f"per seed, then the mean score over seeds{reached}")  # fmt: skip
     header = ["game", "random", *(f"{a} defaults" for a in args.algos), "target: 2x random"]
     rows = []
     for game in games:
@@ -133,7 +142,9 @@ def print_table(
             results = table.get((game, column), [])
             runs = "; ".join(r.interval() for r in results)
             score = sum(r.mean_score for r in results) / max(len(results), 1)
-            cells.append(f"{runs} (score {score:.1f})" if results else "-")
+            counts = steps.get((game, column))
+            more = f", {sum(counts) / len(counts):,.0f} steps" if counts and args.minutes else ""
+            cells.append(f"{runs} (score {score:.1f}{more})" if results else "-")
         verdict = "(training set)"
         if game not in TRAINING_SET:
             verdict = " ".join(f"{a.upper()} {check(table, game, a)}" for a in args.algos)
@@ -150,7 +161,7 @@ def print_normalised(
     """Per game and algorithm the mean normalised score over seeds; per algorithm the IQM
     over the test set's games and seeds, with its stratified bootstrap 95% interval."""
     print("\nNormalised scores, (agent - random) / (search - random), mean over seeds")
-    normalised: dict[str, dict[str, list[float]]] = {algo: {} for algo in args.algos}
+    normalised: dict[str, dict[str, Sequence[float]]] = {algo: {} for algo in args.algos}
     for game in games:
         reference, _ = reference_for(load_game(game), args.reference_episodes)
         cells = []
@@ -178,7 +189,7 @@ TARGET = 0.25
 
 
 def print_target(
-    normalised: dict[str, dict[str, list[float]]], iqm: dict[str, float], seeds: int
+    normalised: dict[str, dict[str, Sequence[float]]], iqm: dict[str, float], seeds: int
 ) -> None:
     """The target, checked: the better of our algorithms (by IQM over the test set) has a
     mean normalised score of at least `TARGET` on each test-set game, and an IQM above

@@ -68,7 +68,7 @@ def train(out: Path, algo: str, game: str, seed: int, minutes: float) -> Path:
 
     import oakemu_rl.envs  # noqa: F401  (registers the oakemu/<game> Gymnasium ids)
 
-    class TimeLimit(BaseCallback):  # type: ignore[misc]
+    class TimeLimit(BaseCallback):
         """Stops training once the wall-clock budget is spent."""
 
         def __init__(self, seconds: float) -> None:
