@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from threadpoolctl import threadpool_info
 
 from oakemu_rl.envs import MultiEnvError, OakEmuMultiEnv, StepResult
 from oakemu_rl.envs.multi_env import Backend
@@ -730,3 +731,30 @@ def test_slots_layout_and_views() -> None:
     assert not slots.read_views[0][0].flags.writeable
     slots.close()
     slots.close()
+
+
+class BlasEnv(ToyEnv):
+    """A ToyEnv that reports how many threads the BLAS under numpy would use for a matrix
+    product in its process (numpy code in a game's wrapper may make one)."""
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        obs, reward, done, truncated, info = super().step(action)
+        pools = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
+        info["blas_threads"] = [pool["num_threads"] for pool in pools]
+        return obs, reward, done, truncated, info
+
+
+@pytest.mark.skipif(
+    all(pool["num_threads"] == 1 for pool in threadpool_info() if pool["user_api"] == "blas"),
+    reason="numpy's BLAS runs one thread here anyway (one core, or OPENBLAS_NUM_THREADS=1)",
+)
+def test_workers_run_numpy_on_one_thread() -> None:
+    """Workers share the cores among themselves; a BLAS pool in each would oversubscribe
+    them (OpenBLAS reads its thread count when numpy loads, before a worker starts)."""
+    with OakEmuMultiEnv(env_factory=BlasEnv, num_envs=2, num_workers=2) as envs:
+        envs.reset_all()
+        drain(envs)
+        envs.submit(0, 0)
+        envs.submit(1, 0)
+        results = drain(envs)
+    assert [r.info["blas_threads"] for r in results] == [[1], [1]]

@@ -32,6 +32,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Literal, Protocol
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from .shared_obs import SLOTS_PER_ENV, ObservationSlots, SlotHandle
 
@@ -188,8 +189,12 @@ def lower_priority(priority: WorkerPriority) -> None:
 
 
 def _limit_threads() -> None:
+    """One thread per worker: the workers share the cores among themselves. The BLAS
+    that numpy loaded (before this process was forked) is limited through threadpoolctl,
+    since it read its thread count at load; the variables cover libraries loaded later."""
     for name in _THREAD_ENV_VARS:
         os.environ[name] = "1"
+    threadpool_limits(limits=1)
     torch = sys.modules.get("torch")
     if torch is not None:  # pragma: no cover - workers do not import torch themselves
         torch.set_num_threads(1)
