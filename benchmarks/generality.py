@@ -193,13 +193,12 @@ def print_target(
 ) -> None:
     """The target, checked: the better of our algorithms (by IQM over the test set) has a
     mean normalised score of at least `TARGET` on each test-set game, and an IQM above
-    every SB3 column's; 'so far' while a game or seed is still to be measured."""
+    every SB3 column's; 'so far' while a test-set game or seed is still to be measured."""
     ours = [algo for algo in iqm if algo in OURS]
     if not ours:
         return
     best = max(ours, key=lambda algo: iqm[algo])
-    games = {game for scores in normalised.values() for game in scores}
-    complete = all(len(normalised[best].get(game, [])) == seeds for game in games)
+    complete = all(len(normalised[best].get(game, [])) == seeds for game in test_set())
     per_game = {game: sum(v) / len(v) for game, v in normalised[best].items()}
     low = sorted(game for game, mean in per_game.items() if mean < TARGET)
     peers = {algo: iqm[algo] for algo in iqm if algo in PEERS}
