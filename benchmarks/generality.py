@@ -33,7 +33,6 @@ its IQM is above every SB3 column's.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -85,13 +84,12 @@ def main() -> None:
             for algo in args.algos:
                 if algo in PEERS:
                     assert args.minutes is not None
-                    run_dir = sb3_zoo.train(args.out, algo[4:], game, seed, args.minutes)
+                    run_dir, summary = sb3_zoo.train(args.out, algo[4:], game, seed, args.minutes)
                 else:
                     settings = {"algo": algo}
-                    run_dir, _ = train(
+                    run_dir, summary = train(
                         args.out, settings, game, seed, args.steps, minutes=args.minutes
                     )
-                summary = json.loads((run_dir / "summary.json").read_text())
                 steps.setdefault((game, algo), []).append(int(summary["steps"]))
                 first = play(algo, run_dir, game, args.episodes, 1000 + seed)
                 table.setdefault((game, algo), []).append(first)

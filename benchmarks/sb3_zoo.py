@@ -55,11 +55,14 @@ ZOO_DQN: dict[str, Any] = {
 }
 
 
-def train(out: Path, algo: str, game: str, seed: int, minutes: float) -> Path:
-    """Train SB3's `algo` ('dqn' or 'ppo') on `game` for `minutes`; the run directory."""
+def train(
+    out: Path, algo: str, game: str, seed: int, minutes: float
+) -> tuple[Path, dict[str, Any]]:
+    """Train SB3's `algo` ('dqn' or 'ppo') on `game` for `minutes`; the run directory and
+    its summary (as `training_runs.train` gives them)."""
     run_dir = out / "runs" / f"sb3_{algo}-{game}-s{seed}-{minutes:g}min"
     if (run_dir / "summary.json").is_file():
-        return run_dir
+        return run_dir, json.loads((run_dir / "summary.json").read_text())
     import torch
     from stable_baselines3 import DQN, PPO
     from stable_baselines3.common.atari_wrappers import ClipRewardEnv
@@ -125,7 +128,7 @@ def train(out: Path, algo: str, game: str, seed: int, minutes: float) -> Path:
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"  trained SB3 {algo.upper()} on {game}, seed {seed}: {model.num_timesteps:,} "
           f"steps in {seconds:.0f} s", flush=True)  # fmt: skip
-    return run_dir
+    return run_dir, summary
 
 
 def evaluate(run_dir: Path, game: str, episodes: int, seed: int) -> Evaluation:
@@ -166,7 +169,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=30)
     parser.add_argument("--out", type=Path, default=Path("benchmark-runs/sb3_zoo"))
     args = parser.parse_args()
-    run_dir = train(args.out, args.algo, args.game, args.seed, args.minutes)
+    run_dir, _ = train(args.out, args.algo, args.game, args.seed, args.minutes)
     result = evaluate(run_dir, args.game, args.episodes, seed=1000 + args.seed)
     print(f"SB3 {args.algo.upper()} on {args.game}: mean return {result.interval()}, mean "
           f"score {result.mean_score:.1f}, win rate {result.win_rate:.0%}")  # fmt: skip
