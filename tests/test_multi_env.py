@@ -733,19 +733,23 @@ def test_slots_layout_and_views() -> None:
     slots.close()
 
 
+def blas_threads() -> list[int]:
+    """How many threads each BLAS loaded in this process would use for a matrix product."""
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
 class BlasEnv(ToyEnv):
-    """A ToyEnv that reports how many threads the BLAS under numpy would use for a matrix
-    product in its process (numpy code in a game's wrapper may make one)."""
+    """A ToyEnv that reports `blas_threads()` of its process (numpy code in a game's
+    wrapper may make a matrix product)."""
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         obs, reward, done, truncated, info = super().step(action)
-        pools = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
-        info["blas_threads"] = [pool["num_threads"] for pool in pools]
+        info["blas_threads"] = blas_threads()
         return obs, reward, done, truncated, info
 
 
 @pytest.mark.skipif(
-    all(pool["num_threads"] == 1 for pool in threadpool_info() if pool["user_api"] == "blas"),
+    all(threads == 1 for threads in blas_threads()),
     reason="numpy's BLAS runs one thread here anyway (one core, or OPENBLAS_NUM_THREADS=1)",
 )
 def test_workers_run_numpy_on_one_thread() -> None:
