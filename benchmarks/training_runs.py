@@ -59,12 +59,24 @@ class Evaluation:
 def settings_name(settings: dict[str, Any], game_yaml: str) -> str:
     """`dqn-1a2b3c4d`: the algorithm and a digest of the whole configuration the settings
     give on the game, defaults included, so that runs of equal configurations are shared
-    (between benchmarks, and between a candidate and the defaults it became)."""
+    (between benchmarks, and between a candidate and the defaults it became).
+
+    The game enters by content (its YAML and the snapshot or tape it names), not by path:
+    a checkout elsewhere reuses the runs, and an edited game trains new ones."""
     from oakemu_rl.cli.train_cmd import experiment_type
+    from oakemu_rl.games import load_game
 
     config = experiment_type(settings["algo"]).config_type.for_game(game_yaml, settings)
-    text = json.dumps(config.model_dump(mode="json"), sort_keys=True)
+    dump = config.model_dump(mode="json")
+    game = load_game(game_yaml)
+    dump["game"] = [file_digest(game.path), file_digest(game.snapshot_path)]
+    text = json.dumps(dump, sort_keys=True)
     return f"{settings['algo']}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def train(
