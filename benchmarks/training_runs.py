@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from oakemu_rl.games.loader import bundled_games
+from oakemu_rl.games.loader import bundled_games, file_sha256
 
 OAKEMU_RL = [sys.executable, "-m", "oakemu_rl.cli.main"]
 TRAINING_SET = ("catch", "forest_run", "key_hunt", "deep_dive")
@@ -69,14 +69,9 @@ def settings_name(settings: dict[str, Any], game_yaml: str) -> str:
     config = experiment_type(settings["algo"]).config_type.for_game(game_yaml, settings)
     dump = config.model_dump(mode="json")
     game = load_game(game_yaml)
-    dump["game"] = [file_digest(game.path), file_digest(game.snapshot_path)]
+    dump["game"] = [game.yaml_sha256, file_sha256(game.snapshot_path)]
     text = json.dumps(dump, sort_keys=True)
     return f"{settings['algo']}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
-
-
-def file_digest(path: Path) -> str:
-    """The SHA-256 of a file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def train(

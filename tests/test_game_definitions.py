@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 
 from oakemu_rl.emulator import ZXSpectrum, save_snapshot
 from oakemu_rl.games import GameDefinitionError, GameSession, StartProcedureError, load_game
+from oakemu_rl.games.loader import file_sha256
 from oakemu_rl.games.variables import DECODERS, encode_value
 
 WriteGame = Callable[..., Path]
@@ -19,6 +21,19 @@ def test_valid_game_loads(write_game: WriteGame) -> None:
     game = load_game(write_game())
     assert game.name == "Counter" and game.num_actions == 3
     assert game.spec.actions[2] == ["KEMPSTON_FIRE"]
+
+
+def test_yaml_digest_follows_the_bytes(write_game: WriteGame, tmp_path: Path) -> None:
+    """Trajectories, references and exported policies are tied to `yaml_sha256`: an edit
+    to the YAML, even of a comment, gives another digest."""
+    path = write_game()
+    game = load_game(path)
+    assert game.yaml_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    path.write_text(path.read_text() + "# edited\n")
+    assert load_game(path).yaml_sha256 != game.yaml_sha256
+    big = tmp_path / "big.bin"  # read in chunks: a file of several
+    big.write_bytes(bytes(range(256)) * 9000)
+    assert file_sha256(big) == hashlib.sha256(big.read_bytes()).hexdigest()
 
 
 BAD_FIELDS: list[tuple[dict[str, Any], str, str]] = [

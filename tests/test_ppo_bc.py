@@ -30,7 +30,7 @@ from oakemu_rl.ppo.bc import (
 )
 from oakemu_rl.ppo.config import PPOBCSettings, PPOExperimentConfiguration
 from oakemu_rl.trajectories.demonstrations import DemonstrationSet
-from oakemu_rl.trajectories.trajectory_file import Trajectory, game_sha256
+from oakemu_rl.trajectories.trajectory_file import Trajectory
 from ppo_testing import build_components
 from trajectory_testing import catch_policy
 
@@ -78,7 +78,7 @@ def demos(tmp_path_factory: pytest.TempPathFactory) -> Demos:
         Trajectory(
             game=game.name,
             game_file=str(game.path),
-            game_sha256=game_sha256(game.path),
+            game_sha256=game.yaml_sha256,
             actions=np.array(actions),
             rewards=np.array(rewards),
             start_seed=seed,

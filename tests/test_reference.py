@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 
 from oakemu_rl.cli.main import main
-from oakemu_rl.games.loader import load_game
+from oakemu_rl.games.loader import file_sha256, load_game
 from oakemu_rl.trajectories.reference import (
     GameReference,
     compute_reference,
     normalised_score,
     reference_for,
 )
-from oakemu_rl.trajectories.trajectory_file import game_sha256
 from ppo_testing import small_config
 
 
@@ -28,7 +27,7 @@ def test_reference_is_cached_by_the_yaml_hash_and_recomputed_when_it_changes(
     cache = tmp_path / "cache"
     first, cached = reference_for(load_game(path), 2, seed=4, cache_dir=cache)
     assert not cached
-    assert first.yaml_sha256 == game_sha256(path)
+    assert first.yaml_sha256 == file_sha256(path)
     assert (cache / "reference" / f"{first.yaml_sha256}.json").is_file()
     # Random play, cheap and noisy, plays 30 episodes by default; the search 2.
     assert (first.random_episodes, len(first.random_scores)) == (30, 30)
@@ -68,7 +67,7 @@ def test_a_reference_with_too_few_random_episodes_plays_only_random_play_again(
     old["search_scores"], old["search_score"] = [99.0, 99.0, 99.0], 99.0
     folder = cache / "reference"
     folder.mkdir(parents=True)
-    (folder / f"{game_sha256(path)}.json").write_text(json.dumps(old))
+    (folder / f"{file_sha256(path)}.json").write_text(json.dumps(old))
 
     done: list[int] = []
     reference, cached = reference_for(
@@ -120,7 +119,7 @@ def test_reference_command_and_evaluate_prints_the_normalised_score(
     game = load_game("catch")
     reference = GameReference(
         game="catch",
-        yaml_sha256=game_sha256(game.path),
+        yaml_sha256=game.yaml_sha256,
         episodes=1,
         random_episodes=1,
         seed=0,

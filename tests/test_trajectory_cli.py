@@ -16,16 +16,16 @@ from PIL import Image
 from oakemu_rl.cli.main import main
 from oakemu_rl.envs.oakemu_env import OakEmuEnv
 from oakemu_rl.envs.observation import ObservationConfig
-from oakemu_rl.games.loader import bundled_games, load_game
+from oakemu_rl.games.loader import bundled_games, file_sha256, load_game
 from oakemu_rl.trajectories.human_play import action_for_keys, arrow_keys, play
 from oakemu_rl.trajectories.materialise import replay
-from oakemu_rl.trajectories.trajectory_file import Trajectory, game_sha256
+from oakemu_rl.trajectories.trajectory_file import Trajectory
 
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 pygame = pytest.importorskip("pygame")
 
 SMALL = ObservationConfig(height=8, width=8, frame_stack=1)
-CATCH_SHA = game_sha256(bundled_games()["catch"])
+CATCH_SHA = file_sha256(bundled_games()["catch"])
 
 
 def record_catch(path: Path, seed: int, max_steps: int | None = None) -> Trajectory:

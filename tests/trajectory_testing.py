@@ -11,7 +11,7 @@ import numpy as np
 from oakemu_rl.envs.oakemu_env import OakEmuEnv
 from oakemu_rl.envs.observation import ObservationConfig
 from oakemu_rl.games.loader import GameDefinition
-from oakemu_rl.trajectories.trajectory_file import Trajectory, game_file_label, game_sha256
+from oakemu_rl.trajectories.trajectory_file import Trajectory, game_file_label
 
 Choose = Callable[[dict[str, int], np.random.Generator], int]
 NOOP, LEFT, RIGHT = 0, 1, 2  # catch.yaml's actions: [], [O], [P]
@@ -63,7 +63,7 @@ def record(
     trajectory = Trajectory(
         game=game.name,
         game_file=game_file_label(game),
-        game_sha256=game_sha256(game.path),
+        game_sha256=game.yaml_sha256,
         actions=np.array(actions),
         rewards=np.array(rewards),
         start_seed=info["episode_seed"],

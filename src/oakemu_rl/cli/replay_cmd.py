@@ -13,7 +13,7 @@ from ..envs.observation import ObservationConfig
 from ..envs.recording import action_name, frame_duration_ms, gif_bytes, spectrum_frame, with_status
 from ..games.loader import GameDefinition, bundled_games, load_game
 from ..trajectories.materialise import replay, start
-from ..trajectories.trajectory_file import Trajectory, TrajectoryFileError, game_sha256
+from ..trajectories.trajectory_file import Trajectory, TrajectoryFileError
 from .arguments import positive_int
 from .errors import UsageError
 
@@ -67,7 +67,7 @@ def trajectory_game(path: Path, trajectory: Trajectory, game: str | None = None)
                 "a bundled game nor an existing YAML; name the game with --game"
             )
         definition = load_game(yaml_path)
-    trajectory.check_game(definition.key, game_sha256(definition.path), origin=str(path))
+    trajectory.check_game(definition.key, definition.yaml_sha256, origin=str(path))
     return definition
 
 

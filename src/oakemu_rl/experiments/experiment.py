@@ -54,7 +54,7 @@ from ..runtime.student_anchor import StudentAnchor
 from ..runtime.tester import EvaluationAborted, EvaluationResult, TesterBase, is_better
 from ..runtime.thread_safe_model import ThreadSafeModel
 from ..trajectories.demonstrations import DemonstrationSet
-from ..trajectories.trajectory_file import game_file_label, game_sha256
+from ..trajectories.trajectory_file import game_file_label
 from .run_directory import (
     CONFIG_NAME,
     SUMMARY_NAME,
@@ -473,7 +473,7 @@ class Experiment(ABC, Generic[ConfigT]):
                 "in the game YAML or set episodic_life: false"
             )
         self._check_algorithm_game_settings(game)
-        return game.name, game_file_label(game), game_sha256(game.path)
+        return game.name, game_file_label(game), game.yaml_sha256
 
     def _check_algorithm_game_settings(self, game: GameDefinition) -> None:
         """Check the algorithm's own settings that name variables of `game` (an OakEmu

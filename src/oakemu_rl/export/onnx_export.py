@@ -11,7 +11,6 @@ it without this package's training code, or torch.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import warnings
@@ -126,7 +125,7 @@ def describe(
     else:
         game = load_game(config.game)
         name = game.spec.name
-        yaml_hash = hashlib.sha256(game.path.read_bytes()).hexdigest()
+        yaml_hash = game.yaml_sha256
         actions = [list(keys) for keys in game.spec.actions]
         area = game.spec.play_area
         play_area = {"x": area.x, "y": area.y, "width": area.width, "height": area.height}

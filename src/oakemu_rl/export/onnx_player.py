@@ -10,7 +10,6 @@ Episodes are played one after another on one env: episode k is reset with env se
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,7 +105,7 @@ def check_game(metadata: PolicyMetadata, game: str) -> list[str]:
             f"{game}: its actions {actions} are not the policy's {metadata.actions} "
             f"(it was trained on {metadata.game_name})"
         )
-    digest = hashlib.sha256(definition.path.read_bytes()).hexdigest()
+    digest = definition.yaml_sha256
     if digest != metadata.game_yaml_sha256:
         return [
             f"{definition.path} differs from the game YAML the policy was trained on "

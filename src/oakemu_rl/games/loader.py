@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import cached_property
@@ -23,6 +24,15 @@ from .schema import DataVariable, GameSpec, PressStep, RandomizeStep, RunUntilSt
 BUNDLED_DIR = Path(__file__).parent / "bundled"
 
 
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes, as hex (read in 1 MiB chunks)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 @dataclass(frozen=True)
 class GameDefinition:
     """A validated game: the parsed YAML plus where it and its snapshot live."""
@@ -38,6 +48,12 @@ class GameDefinition:
     def key(self) -> str:
         """A short identifier: the YAML file's stem."""
         return self.path.stem
+
+    @property
+    def yaml_sha256(self) -> str:
+        """The SHA-256 of the YAML's bytes: what trajectories, references and exported
+        policies are tied to."""
+        return file_sha256(self.path)
 
     @property
     def snapshot_path(self) -> Path:

@@ -31,6 +31,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from ..games.loader import file_sha256
+
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
 _log = logging.getLogger(__name__)
@@ -63,14 +65,6 @@ class CheckpointFile:
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)  # type: ignore[arg-type]
         return cls(name, buffer.getvalue())
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -114,7 +108,7 @@ class Checkpoint:
             file = self.path / name
             if not file.is_file():
                 raise CheckpointError(f"{self.path}: partial checkpoint ({name} is missing)")
-            actual = _sha256(file)
+            actual = file_sha256(file)
             if actual != expected:
                 raise CheckpointError(
                     f"{self.path}: corrupt checkpoint ({name} checksum {actual[:12]}... "

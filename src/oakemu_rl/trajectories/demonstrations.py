@@ -22,7 +22,7 @@ from ..envs.oakemu_env import OakEmuEnv
 from ..envs.observation import ObservationConfig
 from ..games.loader import GameDefinition
 from .materialise import ReplayedStep, TrajectoryStates, replay, start, states_along
-from .trajectory_file import Trajectory, TrajectoryFileError, game_sha256, load_trajectories
+from .trajectory_file import Trajectory, TrajectoryFileError, load_trajectories
 
 __all__ = ["Demonstration", "DemonstrationSet"]
 
@@ -78,7 +78,7 @@ class DemonstrationSet:
         stride: int = 50,
     ) -> DemonstrationSet:
         """Read every trajectory under `sources`; each must be of `game`'s YAML."""
-        sha = game_sha256(game.path)
+        sha = game.yaml_sha256
         found = load_trajectories(sources)
         if not found:
             raise TrajectoryFileError(

@@ -34,7 +34,7 @@ from ..envs.lives import lives_lost as count_lives_lost
 from ..envs.oakemu_env import OakEmuEnv
 from ..envs.observation import ObservationConfig
 from ..games.loader import GameDefinition, load_game
-from .trajectory_file import SUFFIX, Trajectory, game_file_label, game_sha256
+from .trajectory_file import SUFFIX, Trajectory, game_file_label
 
 __all__ = [
     "PlayError",
@@ -267,7 +267,7 @@ def play(
         trajectory = Trajectory(
             game=spec.name,
             game_file=game_file_label(definition),
-            game_sha256=game_sha256(definition.path),
+            game_sha256=definition.yaml_sha256,
             actions=np.array(collected, dtype=np.int16),
             rewards=np.array(rewards, dtype=np.float32),
             start_seed=start_seed,

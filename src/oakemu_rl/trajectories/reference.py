@@ -29,7 +29,6 @@ import numpy as np
 from ..games.loader import GameDefinition
 from ..games.session import GameSession
 from .search import SearchDemonstrator, SearchSettings
-from .trajectory_file import game_sha256
 
 __all__ = [
     "GameReference",
@@ -94,7 +93,7 @@ def _cache_file(cache_dir: Path, sha: str) -> Path:
 def load_reference(game: GameDefinition, cache_dir: Path | None = None) -> GameReference | None:
     """The cached reference of `game`'s YAML as it is now; None if there is none (or the
     cached file is unreadable)."""
-    path = _cache_file(cache_dir or default_cache_dir(), game_sha256(game.path))
+    path = _cache_file(cache_dir or default_cache_dir(), game.yaml_sha256)
     try:
         data = json.loads(path.read_text())
         # Written before random play had a count of its own: it played the search's.
@@ -156,7 +155,7 @@ def compute_reference(
             progress(1)
     return GameReference(
         game=game.key,
-        yaml_sha256=game_sha256(game.path),
+        yaml_sha256=game.yaml_sha256,
         episodes=episodes,
         random_episodes=random_episodes,
         seed=seed,

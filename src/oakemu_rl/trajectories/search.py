@@ -24,7 +24,7 @@ import numpy as np
 from ..games.loader import GameDefinition
 from ..games.session import GameSession
 from .held_action import hold_action
-from .trajectory_file import Trajectory, game_file_label, game_sha256
+from .trajectory_file import Trajectory, game_file_label
 
 __all__ = ["SearchDemonstrator", "SearchResult", "SearchSettings"]
 
@@ -130,7 +130,7 @@ class SearchDemonstrator:
         self._has_lives = "lives" in game.spec.data
         scored = set(game.spec.reward.variables) - {"lives"}
         self._situation_variables = [name for name in game.spec.data if name not in scored]
-        self._sha = game_sha256(game.path)
+        self._sha = game.yaml_sha256
         self.simulated_steps = 0
 
     def _lives(self) -> int | None:

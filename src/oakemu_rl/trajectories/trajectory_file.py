@@ -32,7 +32,6 @@ the episode (`trajectories.materialise`).
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import zlib
@@ -54,7 +53,6 @@ __all__ = [
     "TrajectoryFileError",
     "find_trajectory_files",
     "game_file_label",
-    "game_sha256",
     "load_trajectories",
 ]
 
@@ -66,11 +64,6 @@ OUTCOMES = ("win", "loss", "truncated", None)
 
 class TrajectoryFileError(ValueError):
     """A trajectory file that cannot be read or does not fit the game it is used with."""
-
-
-def game_sha256(path: str | Path) -> str:
-    """The SHA-256 of a game YAML's bytes (what a trajectory is tied to)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @dataclass
