@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from training_runs import TRAINING_SET, Evaluation, evaluate, train
+from training_runs import SEARCH_DEMOS, TRAINING_SET, Evaluation, evaluate, train
 
 SCREEN_32 = {"observation": {"type": "screen", "height": 32, "width": 32, "frame_stack": 2}}
 AUTO = {"observation": {"type": "auto", "frame_stack": 2}}
@@ -167,6 +167,25 @@ CANDIDATES: dict[str, dict[str, Any]] = {
             "shrink_perturb": {"every_updates": 5_000, "shrink": 0.5},
         },
     },
+    # Learning from the search demonstrator, which plays any game from its YAML alone: 4
+    # games of `oakemu-rl demo` (on both cores) before training, their time taken from the
+    # run's. DQN keeps their transitions in replay with DQfD's large-margin loss (Hester et
+    # al. 2018), PPO adds a behaviour-cloning loss that decays; no backplay, so every
+    # training episode starts where an evaluation does. Sparse pickups are then in the
+    # learner's batches from the first update, not only once exploration stumbles on them.
+    "dqn/auto-search-demos": {
+        "algo": "dqn",
+        "env": AUTO,
+        SEARCH_DEMOS: {"episodes": 4},
+        "demos": {"backplay": False, "restart_states": False},
+    },
+    "ppo/auto-lr1e-3-search-demos": {
+        "algo": "ppo",
+        "env": AUTO,
+        "ppo": {"learning_rate": 1e-3, "rollout_steps": 64, "epochs": 8},
+        SEARCH_DEMOS: {"episodes": 4},
+        "demos": {"backplay": False, "restart_states": False},
+    },
     # A lost life ends bootstrapping (DeepMind's episodic life); the episode goes on.
     "dqn/auto-episodic-life": {"algo": "dqn", "env": AUTO, "episodic_life": True},
     "ppo/auto-lr1e-3-episodic-life": {
@@ -235,13 +254,13 @@ def report(
         algo = name.split("/")[0]
         normalised = []
         for game in args.games:
-            floor = np.mean([r.mean_return for r in randoms[game]])
+            floor = float(np.mean([r.mean_return for r in randoms[game]]))
             best = max(
-                np.mean([r.mean_return for r in results[(other, game)]])
+                float(np.mean([r.mean_return for r in results[(other, game)]]))
                 for other in args.only
                 if other.startswith(algo + "/")
             )
-            mine = np.mean([r.mean_return for r in results[(name, game)]])
+            mine = float(np.mean([r.mean_return for r in results[(name, game)]]))
             normalised.append((mine - floor) / max(best - floor, 1e-9))
         score = float(np.mean(normalised))
         if score > chosen.get(algo, (-np.inf, ""))[0]:

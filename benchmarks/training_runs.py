@@ -31,6 +31,12 @@ TRAINING_SET = ("catch", "forest_run", "key_hunt", "deep_dive")
 after the current defaults were chosen on `catch` and `forest_run`."""
 
 
+SEARCH_DEMOS = "search_demos"
+"""A candidate's setting that is not the configuration's: `{episodes: N}` records N games of
+the search demonstrator (`oakemu-rl demo`) before training, and the run learns from them
+(`demos.paths`). With a wall-clock budget, the search's time is taken from the run's."""
+
+
 def test_set() -> list[str]:
     """The bundled games that no default was chosen on."""
     return [game for game in bundled_games() if game not in TRAINING_SET]
@@ -87,24 +93,46 @@ def train(
     steps, or with `minutes`, for that much wall clock instead (`train --minutes`); the run
     directory and its summary."""
     game_yaml = str(bundled_games()[game])
-    name = settings_name(settings, game_yaml)
+    search = settings.get(SEARCH_DEMOS)
+    settings = {key: value for key, value in settings.items() if key != SEARCH_DEMOS}
+    name = settings_name(settings, game_yaml) + (f"-search{search['episodes']}" if search else "")
     budget = f"{minutes:g}min" if minutes is not None else f"{steps}"
     run_dir = out / "runs" / f"{name}-{game}-s{seed}-{budget}"
     summary_path = run_dir / "summary.json"
     if not _finished(summary_path, None if minutes is not None else steps):
+        if run_dir.exists():  # an unfinished or interrupted run: start it again
+            subprocess.run(["rm", "-rf", str(run_dir)], check=True)
+        started = time.monotonic()
+        if search:
+            demos = out / "demos" / run_dir.name
+            seconds = record_search_demos(game_yaml, demos, search["episodes"], seed)
+            settings["demos"] = {**settings.get("demos", {}), "paths": [str(demos.resolve())]}
+            if minutes is not None:  # the search's time comes out of the run's
+                minutes -= seconds / 60
         config = out / "configs" / f"{name}-{game}.yaml"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(yaml.safe_dump({**settings, "game": game_yaml}, sort_keys=False))
-        if run_dir.exists():  # an unfinished or interrupted run: start it again
-            subprocess.run(["rm", "-rf", str(run_dir)], check=True)
         command = [*OAKEMU_RL, "train", "--config", str(config), "--run-dir", str(run_dir)]
         command += ["--seed", str(seed), "--quiet"]
         command += ["--minutes", f"{minutes:g}"] if minutes is not None else ["--steps", str(steps)]
-        started = time.monotonic()
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
         print(f"  trained {name} on {game}, seed {seed}: {time.monotonic() - started:.0f} s",
               flush=True)  # fmt: skip
     return run_dir, json.loads(summary_path.read_text())
+
+
+def record_search_demos(game_yaml: str, out: Path, episodes: int, seed: int) -> float:
+    """`oakemu-rl demo`: `episodes` games played by the search (on every core) into `out`,
+    afresh, with its summary beside it (`out`.json); the wall-clock seconds it took."""
+    if out.exists():
+        subprocess.run(["rm", "-rf", str(out)], check=True)
+    command = [*OAKEMU_RL, "demo", game_yaml, "--out", str(out), "--episodes", str(episodes)]
+    started = time.monotonic()
+    done = subprocess.run(
+        [*command, "--seed", str(seed), "--json"], check=True, capture_output=True, text=True
+    )
+    out.with_suffix(".json").write_text(done.stdout)
+    return time.monotonic() - started
 
 
 def _finished(summary_path: Path, steps: int | None) -> bool:
