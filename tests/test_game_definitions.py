@@ -27,10 +27,10 @@ def test_yaml_digest_follows_the_bytes(write_game: WriteGame, tmp_path: Path) ->
     """Trajectories, references and exported policies are tied to `yaml_sha256`: an edit
     to the YAML, even of a comment, gives another digest."""
     path = write_game()
-    game = load_game(path)
-    assert game.yaml_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    before = load_game(path).yaml_sha256
+    assert before == hashlib.sha256(path.read_bytes()).hexdigest()
     path.write_text(path.read_text() + "# edited\n")
-    assert load_game(path).yaml_sha256 != game.yaml_sha256
+    assert load_game(path).yaml_sha256 != before
     big = tmp_path / "big.bin"  # read in chunks: a file of several
     big.write_bytes(bytes(range(256)) * 9000)
     assert file_sha256(big) == hashlib.sha256(big.read_bytes()).hexdigest()

@@ -51,8 +51,8 @@ class GameDefinition:
 
     @property
     def yaml_sha256(self) -> str:
-        """The SHA-256 of the YAML's bytes: what trajectories, references and exported
-        policies are tied to."""
+        """The SHA-256 of the YAML file's bytes as they are now: what trajectories,
+        references and exported policies are tied to."""
         return file_sha256(self.path)
 
     @property
