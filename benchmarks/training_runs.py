@@ -131,7 +131,7 @@ def record_search_demos(game_yaml: str, out: Path, episodes: int, seed: int) -> 
     done = subprocess.run(
         [*command, "--seed", str(seed), "--json"], check=True, capture_output=True, text=True
     )
-    out.with_suffix(".json").write_text(done.stdout)
+    (out.parent / f"{out.name}.json").write_text(done.stdout)
     return time.monotonic() - started
 
 
