@@ -98,7 +98,7 @@ def main() -> None:
         for game in games:
             if args.peers_side_by_side:
                 assert args.minutes is not None
-                sb3_zoo.train_side_by_side(args.out, game, seed, args.minutes)
+                sb3_zoo.train_side_by_side(args.out, game, seed, args.minutes, args.episodes)
             for algo in args.algos:
                 if algo in PEERS:
                     assert args.minutes is not None

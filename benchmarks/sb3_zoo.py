@@ -63,12 +63,12 @@ def run_directory(out: Path, algo: str, game: str, seed: int, minutes: float) ->
     return out / "runs" / f"sb3_{algo}-{game}-s{seed}-{minutes:g}min"
 
 
-def train_side_by_side(out: Path, game: str, seed: int, minutes: float) -> None:
+def train_side_by_side(out: Path, game: str, seed: int, minutes: float, episodes: int) -> None:
     """Train SB3's DQN and PPO on `game` at the same time, in two processes, and evaluate
-    each as `main` does. Each runs on one thread (as RL Zoo does), so on a machine with two
-    cores or more each gets a core of its own, in half the wall clock of two runs in turn
-    (they still share the caches and memory: measured, 9-15% fewer steps each). Runs
-    already trained are not started again."""
+    each as `main` does (`episodes` greedy games). Each runs on one thread (as RL Zoo
+    does), so on a machine with two cores or more each gets a core of its own, in half the
+    wall clock of two runs in turn (they still share the caches and memory: measured, 9-15%
+    fewer steps each). Runs already trained are not started again."""
     pending = [
         algo
         for algo in ("dqn", "ppo")
@@ -79,7 +79,7 @@ def train_side_by_side(out: Path, game: str, seed: int, minutes: float) -> None:
     processes = []
     for algo in pending:
         command = [sys.executable, __file__, "--algo", algo, "--game", game, "--seed", str(seed)]
-        command += ["--minutes", f"{minutes:g}", "--out", str(out)]
+        command += ["--minutes", f"{minutes:g}", "--episodes", str(episodes), "--out", str(out)]
         env = {**os.environ, **one_thread}
         processes.append(subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL))
     failed = [algo for algo, process in zip(pending, processes, strict=True) if process.wait()]
