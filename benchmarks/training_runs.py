@@ -108,6 +108,11 @@ def train(
             seconds = record_search_demos(game_yaml, demos, search["episodes"], seed)
             settings["demos"] = {**settings.get("demos", {}), "paths": [str(demos.resolve())]}
             if minutes is not None:  # the search's time comes out of the run's
+                if seconds >= minutes * 60:
+                    raise SystemExit(
+                        f"{game}: {search['episodes']} search demonstrations took {seconds:.0f} "
+                        f"s, the whole budget of {minutes:g} minutes; give more --minutes"
+                    )
                 minutes -= seconds / 60
         config = out / "configs" / f"{name}-{game}.yaml"
         config.parent.mkdir(parents=True, exist_ok=True)
